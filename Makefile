@@ -1,0 +1,33 @@
+# ckit — `make demo` and `make test` work on a fresh Debian 12 machine (run as root: they apt-get what they need).
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export CKIT_RUN_DIR ?= $(CURDIR)/.run
+
+.PHONY: install deps test lint demo bench clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+deps:  ## system packages and base images the tests and the demo use
+	bash tests/infra/install.sh
+
+test: install deps
+	$(VENV)/bin/pytest -q
+
+lint: install
+	$(VENV)/bin/ruff check buildkit tests
+
+demo: install deps
+	bash tests/infra/demo.sh
+
+bench: install deps
+	$(PY) -m tests.bench
+
+clean:
+	rm -rf $(VENV) .run out .pytest_cache

@@ -1,0 +1,44 @@
+"""Entry point of the ``ckit`` command: registers the commands and maps errors to exit codes."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+from .cliapp import SETTINGS, app, stderr
+from .commands import build as _build  # noqa: F401
+from .commands import convert as _convert  # noqa: F401
+from .commands import recipes as _recipes  # noqa: F401  (each module registers its commands on ``app``)
+from .commands import registry as _registry  # noqa: F401
+from .commands import launch as _launch  # noqa: F401
+from .commands import sites as _sites  # noqa: F401
+from .errors import CkitError
+
+COMMAND_MODULES = [_recipes, _sites, _launch, _build, _convert, _registry]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ckit; return the exit code (usage errors 2, CkitError subclasses their own code)."""
+    try:
+        app(args=argv if argv is not None else sys.argv[1:], prog_name="ckit", standalone_mode=True)
+    except SystemExit as done:
+        code = done.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    except CkitError as err:
+        if SETTINGS.debug:
+            traceback.print_exc()
+        stderr.print(f"ckit: error: {err}", markup=False, style="red")
+        return err.exit_code
+    except KeyboardInterrupt:
+        stderr.print("ckit: interrupted", markup=False)
+        return 130
+    return 0
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,1 @@
+"""Loading validated YAML configuration (recipes and sites) from layered folders."""

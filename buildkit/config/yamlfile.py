@@ -1,0 +1,162 @@
+"""YAML documents that remember where each key came from, and schema validation that says so.
+
+``load`` reads a file with the safe loader and records the line of every key and item, so an error can
+name the file, the key path and the line. ``validate`` checks a document against a JSON schema and turns
+the first error into one :class:`~buildkit.errors.ConfigError` with a "did you mean" hint for unknown keys.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from ..errors import ConfigError
+
+KeyPath = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Document:
+    """A parsed YAML file: its data and the 1-based line of each key path."""
+
+    path: Path
+    data: Any
+    lines: dict[KeyPath, int] = field(default_factory=dict)
+
+    def line_of(self, keypath: KeyPath) -> int | None:
+        """Line of ``keypath``, or of its nearest ancestor that has one."""
+        while keypath:
+            if keypath in self.lines:
+                return self.lines[keypath]
+            keypath = keypath[:-1]
+        return self.lines.get((), None)
+
+    def where(self, keypath: KeyPath) -> str:
+        line = self.line_of(keypath)
+        return f"{self.path}:{line}" if line else str(self.path)
+
+    def error(self, keypath: KeyPath, message: str, *, hint: str | None = None) -> ConfigError:
+        key = format_keypath(keypath)
+        at = f" at '{key}'" if key else ""
+        return ConfigError(f"{self.where(keypath)}: {message}{at}", hint=hint)
+
+
+def format_keypath(keypath: KeyPath) -> str:
+    out = ""
+    for part in keypath:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _walk(node: yaml.Node, keypath: KeyPath, lines: dict[KeyPath, int], path: Path) -> None:
+    lines.setdefault(keypath, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = key_node.value
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise ConfigError(
+                    f"{path}:{line}: duplicate key '{format_keypath((*keypath, key))}' (first at line {seen[key]})",
+                    hint="remove one of the two",
+                )
+            seen[key] = line
+            lines[(*keypath, key)] = line
+            _walk(value_node, (*keypath, key), lines, path)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            lines[(*keypath, index)] = item.start_mark.line + 1
+            _walk(item, (*keypath, index), lines, path)
+
+
+def parse(text: str, path: Path) -> Document:
+    """Parse YAML text. Syntax errors become a ConfigError naming the file and line."""
+    try:
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        line = f":{mark.line + 1}" if mark else ""
+        problem = err.problem or err.context or "invalid YAML"
+        raise ConfigError(f"{path}{line}: {problem}", hint="fix the YAML syntax") from err
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: {err}", hint="fix the YAML syntax") from err
+    lines: dict[KeyPath, int] = {}
+    if node is not None:
+        _walk(node, (), lines, path)
+    return Document(path=path, data=data, lines=lines)
+
+
+def load(path: Path) -> Document:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read: {err.strerror}") from err
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from err
+    return parse(text, path)
+
+
+def _known_keys(schema: dict[str, Any]) -> list[str]:
+    return sorted(schema.get("properties", {}))
+
+
+def _describe(error: jsonschema.ValidationError) -> tuple[KeyPath, str, str | None]:
+    """Key path, message and hint for one schema error."""
+    keypath: KeyPath = tuple(error.absolute_path)
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        known = _known_keys(schema)
+        patterns = list(schema.get("patternProperties", {}))
+        import re
+
+        extras = sorted(
+            k for k in error.instance if k not in known and not any(re.search(p, k) for p in patterns)
+        )
+        if extras:
+            extra = extras[0]
+            close = difflib.get_close_matches(str(extra), known, n=1, cutoff=0.6)
+            hint = f"did you mean '{close[0]}'?" if close else (f"known keys: {', '.join(known)}" if known else None)
+            return (*keypath, extra), f"unknown key '{extra}'", hint
+    if error.validator == "required" and isinstance(error.validator_value, list):
+        missing = [k for k in error.validator_value if isinstance(error.instance, dict) and k not in error.instance]
+        if missing:
+            return keypath, f"missing required key '{missing[0]}'", f"add '{missing[0]}:'"
+    if error.validator == "enum":
+        choices = ", ".join(str(c) for c in error.validator_value)
+        close = difflib.get_close_matches(str(error.instance), [str(c) for c in error.validator_value], n=1)
+        hint = f"did you mean '{close[0]}'?" if close else f"choose one of: {choices}"
+        return keypath, f"{error.instance!r} is not one of: {choices}", hint
+    if error.validator == "type":
+        expected = error.validator_value
+        expected = " or ".join(expected) if isinstance(expected, list) else expected
+        return keypath, f"expected {expected}, got {type(error.instance).__name__} {error.instance!r}", None
+    if error.validator == "pattern":
+        desc = schema.get("description")
+        return keypath, f"{error.instance!r} does not match the expected form", desc
+    return keypath, error.message, schema.get("description")
+
+
+def validate(doc: Document, schema: dict[str, Any], *, kind: str) -> None:
+    """Raise a ConfigError for the first (most relevant) schema violation in ``doc``."""
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = list(validator.iter_errors(doc.data))
+    if not errors:
+        return
+    # Prefer the deepest error: it points closest to the real mistake.
+    error = max(errors, key=lambda e: (len(e.absolute_path), -len(list(e.context or []))))
+    if error.context:
+        error = jsonschema.exceptions.best_match(error.context)
+    keypath, message, hint = _describe(error)
+    raise doc.error(keypath, f"invalid {kind}: {message}", hint=hint)

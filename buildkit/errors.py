@@ -1,0 +1,86 @@
+"""One error root with an exit code per class (see docs: CLI exit codes).
+
+Every error a user can meet derives from :class:`CkitError`. The CLI catches only this root, prints
+one message (plus ``hint`` when there is one) and exits with ``exit_code``; a traceback is shown only
+with ``--debug``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class CkitError(Exception):
+    """Root of every error ckit reports to a user."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
+
+
+class ConfigError(CkitError):
+    """Bad input: usage, recipe, site, parameter. Nothing was changed."""
+
+    exit_code = 2
+
+
+class PolicyError(ConfigError):
+    """A request breaks a site rule. Nothing was written or submitted."""
+
+
+class CompatError(CkitError):
+    """An impossible stack combination, caught before anything is built."""
+
+    exit_code = 3
+
+
+class IntegrityError(CkitError):
+    """A digest or signature did not match. Nothing was written."""
+
+    exit_code = 4
+
+
+class BuildError(CkitError):
+    """An engine build failed."""
+
+
+class ConvertError(CkitError):
+    """An image could not be converted."""
+
+
+class RegistryError(CkitError):
+    """A registry operation failed."""
+
+
+class LaunchError(CkitError):
+    """A job could not be written or submitted."""
+
+
+class Interrupted(CkitError):
+    """The user interrupted the operation; nothing half-written was left behind."""
+
+    exit_code = 130
+
+
+class CommandFailed(CkitError):
+    """An external command exited non-zero. Carries the (redacted) argv, exit code and stderr tail."""
+
+    def __init__(self, argv: Sequence[str], returncode: int, stderr_tail: str, *, step: str | None = None) -> None:
+        self.argv = list(argv)
+        self.returncode = returncode
+        self.stderr_tail = stderr_tail
+        what = f"{step}: " if step else ""
+        tail = f"\n{stderr_tail.rstrip()}" if stderr_tail.strip() else ""
+        super().__init__(f"{what}command failed with exit code {returncode}: {format_argv(self.argv)}{tail}")
+
+
+def format_argv(argv: Sequence[str]) -> str:
+    import shlex
+
+    return " ".join(shlex.quote(a) for a in argv)

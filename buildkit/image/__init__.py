@@ -1,0 +1,1 @@
+"""Images: reading sources, flattening layers, and writing .sif and Enroot .sqsh artifacts."""

@@ -1,0 +1,1 @@
+"""Layered YAML recipes: bases, add-ons and stacks, resolved into one frozen description."""

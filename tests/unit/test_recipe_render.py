@@ -1,0 +1,146 @@
+"""Renderers: exact Dockerfile and .def for every stack and for the seed guides' containers."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from buildkit.recipe.catalog import Catalog
+from buildkit.render import dockerfile, singularity
+
+CATALOG = Catalog.from_dirs()
+STACKS = CATALOG.stack_names()
+
+# The containers of the seed guides, as a stack plus parameters.
+SEEDS = {
+    # TWCC (000): pytorch_20.09-py3_horovod.def
+    "twnia2-pytorch-horovod": ("pytorch-horovod", ["horovod.version=0.20.3"], "20.09"),
+    # TWCC (000): the plain NGC TensorFlow 1 / 2 images its jobs run
+    "twnia2-tensorflow1": ("tensorflow-horovod", ["ngc-tensorflow.variant=tf1"], "20.09"),
+    "twnia2-tensorflow2": ("tensorflow-horovod", [], "20.09"),
+    # Oracle (002): nccl-tests built inside nvcr.io/nvidia/tensorflow:24.06-tf2-py3
+    "oci-nccl-tests": ("nccl-tests", [], "24.06"),
+    "oci-tf-multiworker": ("tf-multiworker", [], "24.06"),
+    # KISTI (001): PyTorch 22.11 + Horovod with MPI and Gloo; DDP; Ray
+    "neuron-pytorch-horovod-gloo": ("pytorch-horovod", ["horovod.controllers=mpi,gloo"], "22.11"),
+    "neuron-pytorch-ddp": ("pytorch-ddp", [], "22.11"),
+    "neuron-pytorch-ray": ("pytorch-ray", [], "24.06"),
+    # Apulis (003)
+    "apulis-mindspore": ("mindspore-ascend", [], None),
+    "apulis-horovod": ("horovod-apulis", [], None),
+    # TARA (004)
+    "tara-pytorch-ddp": ("pytorch-ddp", [], "24.06"),
+}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_stack_renders_both_formats(stack: str, golden) -> None:
+    recipe = CATALOG.resolve(stack)
+    golden(f"recipes/{stack}.Dockerfile", dockerfile.render(recipe))
+    golden(f"recipes/{stack}.def", singularity.render(recipe))
+
+
+@pytest.mark.parametrize("name", sorted(SEEDS))
+def test_seed_containers(name: str, golden) -> None:
+    stack, sets, ngc = SEEDS[name]
+    recipe = CATALOG.resolve(stack, sets=sets, ngc=ngc)
+    golden(f"seeds/{name}.Dockerfile", dockerfile.render(recipe))
+    golden(f"seeds/{name}.def", singularity.render(recipe))
+
+
+def test_twnia2_def_matches_the_hand_written_one() -> None:
+    """Seed 000's .def: same base, same Horovod build flags, stubs on the library path for the build only."""
+    recipe = CATALOG.resolve("pytorch-horovod", sets=["horovod.version=0.20.3"], ngc="20.09")
+    text = singularity.render(recipe)
+    assert text.startswith("Bootstrap: docker\nFrom: nvcr.io/nvidia/pytorch:20.09-py3\n")
+    post = text.split("%post\n", 1)[1]
+    assert ". /.singularity.d/env/10-docker*.sh" in post
+    step = post[post.index("(\n"): post.index(")\n")]
+    for flag in ["HOROVOD_GPU=\"CUDA\"", "HOROVOD_GPU_OPERATIONS=\"NCCL\"", "HOROVOD_NCCL_LINK=\"SHARED\"",
+                 "HOROVOD_WITHOUT_GLOO=\"1\"", "HOROVOD_WITH_MPI=\"1\"", "HOROVOD_WITH_PYTORCH=\"1\"",
+                 "HOROVOD_WITHOUT_TENSORFLOW=\"1\"", "HOROVOD_WITHOUT_MXNET=\"1\"",
+                 "LD_LIBRARY_PATH=\"/usr/local/cuda/lib64/stubs:$LD_LIBRARY_PATH\""]:
+        assert flag in step, flag
+    assert "pip install --no-cache-dir horovod==0.20.3" in step
+    assert "stubs" not in text.split("%environment", 1)[-1].split("%post")[0]
+    assert "%environment" not in text  # nothing leaks to run time
+
+
+def _docker_facts(text: str) -> tuple[dict[str, str], dict[str, str], list[str] | None, list[str] | None]:
+    import json
+
+    joined = text.replace(" \\\n    ", " ")
+    env: dict[str, str] = {}
+    labels: dict[str, str] = {}
+    entry = cmd = None
+    for line in joined.splitlines():
+        if line.startswith("ENV "):
+            env.update(dict(re.findall(r'([A-Za-z_][A-Za-z0-9_]*)="([^"]*)"', line)))
+        elif line.startswith("LABEL "):
+            for key, value in re.findall(r'([\w./-]+)="((?:[^"\\]|\\.)*)"', line):
+                labels[key] = re.sub(r"\\(.)", r"\1", value)
+        elif line.startswith("ENTRYPOINT "):
+            entry = json.loads(line[len("ENTRYPOINT "):])
+        elif line.startswith("CMD "):
+            cmd = json.loads(line[len("CMD "):])
+    return env, labels, entry, cmd
+
+
+def _def_sections(text: str) -> dict[str, list[str]]:
+    sections: dict[str, list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        if line.startswith("%"):
+            current = line[1:]
+            sections[current] = []
+        elif current and line.strip():
+            sections[current].append(line.strip())
+    return sections
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_both_formats_carry_the_same_env_labels_and_entrypoint(stack: str) -> None:
+    import shlex
+
+    recipe = CATALOG.resolve(stack)
+    env, labels, entry, cmd = _docker_facts(dockerfile.render(recipe))
+    sections = _def_sections(singularity.render(recipe))
+    def_env = dict(re.findall(r'^export ([A-Za-z_][A-Za-z0-9_]*)="([^"]*)"$', "\n".join(sections.get("environment", [])),
+                              re.M))
+    def_labels = dict(line.split(" ", 1) for line in sections["labels"])
+    assert def_env == env
+    assert def_labels == labels
+    runscript = sections.get("runscript", [])
+    if entry is None and cmd is None:
+        assert runscript == []
+    else:
+        assert runscript[-1] == "exec " + " ".join([*(shlex.quote(w) for w in entry or []), '"$@"'])
+        if cmd:
+            assert runscript[0] == f'if [ "$#" -eq 0 ]; then set -- {" ".join(shlex.quote(w) for w in cmd)}; fi'
+
+
+def test_labels_record_stack_parameters_and_version() -> None:
+    import json
+
+    from buildkit import __version__
+
+    recipe = CATALOG.resolve("pytorch-horovod", sets=["horovod.version=0.20.3"], ngc="20.09")
+    labels = dict(recipe.labels)
+    assert labels["io.ckit.stack"] == "pytorch-horovod"
+    assert labels["io.ckit.version"] == __version__
+    params = json.loads(labels["io.ckit.parameters"])
+    assert params["horovod"]["version"] == "0.20.3" and params["ngc-pytorch"]["release"] == "20.09"
+    assert labels["org.opencontainers.image.base.name"] == "nvcr.io/nvidia/pytorch:20.09-py3"
+
+
+def test_output_is_deterministic() -> None:
+    first = [dockerfile.render(Catalog.from_dirs().resolve(s)) for s in STACKS]
+    second = [dockerfile.render(Catalog.from_dirs().resolve(s)) for s in STACKS]
+    assert first == second
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_never_latest(stack: str) -> None:
+    recipe = CATALOG.resolve(stack)
+    assert not recipe.base_image.endswith(":latest") and ":" in recipe.base_image.rsplit("/", 1)[-1]
