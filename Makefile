@@ -17,16 +17,16 @@ $(VENV)/.installed: pyproject.toml
 deps:  ## system packages and base images the tests and the demo use
 	bash tests/infra/install.sh
 
-test: install deps
+test: deps install
 	$(VENV)/bin/pytest -q
 
 lint: install
 	$(VENV)/bin/ruff check buildkit tests
 
-demo: install deps
+demo: deps install
 	bash tests/infra/demo.sh
 
-bench: install deps
+bench: deps install
 	$(PY) -m tests.bench
 
 clean:

@@ -8,13 +8,14 @@ import traceback
 from .cliapp import SETTINGS, app, stderr
 from .commands import build as _build  # noqa: F401
 from .commands import convert as _convert  # noqa: F401
+from .commands import inspect as _inspect  # noqa: F401
+from .commands import launch as _launch  # noqa: F401
 from .commands import recipes as _recipes  # noqa: F401  (each module registers its commands on ``app``)
 from .commands import registry as _registry  # noqa: F401
-from .commands import launch as _launch  # noqa: F401
 from .commands import sites as _sites  # noqa: F401
 from .errors import CkitError
 
-COMMAND_MODULES = [_recipes, _sites, _launch, _build, _convert, _registry]
+COMMAND_MODULES = [_recipes, _sites, _launch, _build, _convert, _registry, _inspect]
 
 
 def main(argv: list[str] | None = None) -> int:

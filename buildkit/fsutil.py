@@ -1,6 +1,7 @@
 """Atomic artifacts: write next to the destination, verify, then rename into place.
 
-An interrupted or failed write never leaves a file at the final path (docs: ARCHITECTURE property 8).
+An interrupted or failed write never leaves a file at the final path (ARCHITECTURE property 8). Every
+writer of a user-visible file goes through :func:`atomic_path`.
 """
 
 from __future__ import annotations
@@ -13,14 +14,21 @@ from pathlib import Path
 
 
 @contextmanager
-def atomic_path(final: Path, *, mode: int = 0o644, verify: Callable[[Path], None] | None = None) -> Iterator[Path]:
-    """Yield a temporary path in ``final``'s folder; on success fsync, ``verify`` it and rename it to ``final``.
+def atomic_path(
+    final: Path,
+    *,
+    mode: int = 0o644,
+    suffix: str = ".part",
+    verify: Callable[[Path], None] | None = None,
+) -> Iterator[Path]:
+    """Yield a temporary path (mode 0600) in ``final``'s folder; when the block succeeds, fsync it, ``verify``
+    it, set ``mode`` and rename it to ``final``.
 
-    On any exception (including KeyboardInterrupt) the temporary file is removed and ``final`` is untouched.
+    On any exception (KeyboardInterrupt included) the temporary file is removed and ``final`` is untouched.
     """
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".part", dir=final.parent)
+    fd, name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=suffix, dir=final.parent)
     os.close(fd)
     tmp = Path(name)
     try:
@@ -31,6 +39,7 @@ def atomic_path(final: Path, *, mode: int = 0o644, verify: Callable[[Path], None
             verify(tmp)
         tmp.chmod(mode)
         os.replace(tmp, final)
+        fsync_dir(final.parent)
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -38,3 +47,12 @@ def atomic_path(final: Path, *, mode: int = 0o644, verify: Callable[[Path], None
 def atomic_write(final: Path, data: bytes, *, mode: int = 0o644) -> None:
     with atomic_path(final, mode=mode) as tmp:
         tmp.write_bytes(data)
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename in ``folder`` durable."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

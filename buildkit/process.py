@@ -12,7 +12,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
 from .errors import CommandFailed, ConfigError, format_argv
@@ -133,10 +133,8 @@ def _popen(argv, *, step, env, cwd, secrets, stdin, stdout):  # type: ignore[no-
             ok = True
         finally:
             if proc.stdin is not None and not proc.stdin.closed:
-                try:
+                with suppress(BrokenPipeError):
                     proc.stdin.close()
-                except BrokenPipeError:
-                    pass
             if not ok:
                 proc.kill()
             if proc.stdout is not None:

@@ -60,6 +60,6 @@ def violations(
             _holds(c, value(c), in_then=True) for c in rule.then
         ):
             names = {**{k: format_value(v) for k, v in params.items()}, **facts}
-            message = re.sub(r"\{([a-z_][a-z0-9_]*)\}", lambda m: names.get(m[1], m[0]), rule.message)
+            message = re.sub(r"\{([a-z_][a-z0-9_]*)\}", lambda m, names=names: names.get(m[1], m[0]), rule.message)
             failed.append((rule, message))
     return failed

@@ -183,3 +183,22 @@ FACTS = {
 }
 
 SCHEMAS = {"base": BASE, "addon": ADDON, "stack": STACK, "facts": FACTS}
+
+
+def reference_markdown() -> str:
+    """The README's recipe key reference, generated from the schemas' descriptions."""
+    lines = []
+    for kind in ("stack", "base", "addon"):
+        schema = SCHEMAS[kind]
+        lines += [f"**{kind}** files (`recipes/{kind if kind != 'addon' else 'addon'}s/NAME.yaml`):", "",
+                  "| key | meaning |", "|---|---|"]
+        for key, spec in schema["properties"].items():
+            if key == "kind":
+                continue
+            lines.append(f"| `{key}` | {spec.get('description', '')} |")
+        lines.append("")
+    lines += ["**steps** (in add-ons), one action each:", "", "| key | meaning |", "|---|---|"]
+    lines += [f"| `{k}` | {v.get('description', '')} |" for k, v in STEP["properties"].items()]
+    lines += ["", "**parameters**:", "", "| key | meaning |", "|---|---|"]
+    lines += [f"| `{k}` | {v.get('description', '')} |" for k, v in PARAMETER["properties"].items()]
+    return "\n".join(lines) + "\n"

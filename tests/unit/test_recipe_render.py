@@ -144,3 +144,29 @@ def test_output_is_deterministic() -> None:
 def test_never_latest(stack: str) -> None:
     recipe = CATALOG.resolve(stack)
     assert not recipe.base_image.endswith(":latest") and ":" in recipe.base_image.rsplit("/", 1)[-1]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_def_reads_back_with_spython(stack: str, tmp_path) -> None:
+    """An independent parser (spython's) sees the same base, environment, labels and files in every .def."""
+    from spython.main.parse.parsers import SingularityParser
+
+    recipe = CATALOG.resolve(stack)
+    path = tmp_path / "Singularity.def"
+    path.write_text(singularity.render(recipe))
+    parsed = SingularityParser(str(path)).recipe["spython-base"]
+    assert parsed.fromHeader == recipe.base_image
+    assert parsed.environ == [f'{k}="{v}"' for k, v in recipe.env]
+    assert parsed.labels == [f"{k} {v}" for k, v in recipe.labels]
+    copies = [s for s in recipe.steps if s.__class__.__name__ == "Copy"]
+    assert parsed.files == [f"{c.context} {c.dest}" for c in copies]
+
+
+def test_readme_recipe_reference_matches_the_schema() -> None:
+    from pathlib import Path
+
+    from buildkit.recipe.schema import reference_markdown
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("<!-- recipe-reference:start -->\n", 1)[1].split("<!-- recipe-reference:end -->", 1)[0]
+    assert block == reference_markdown()

@@ -1,0 +1,347 @@
+"""``ckit build``: plan (pure, printable with --dry-run), then execute with an engine and the converter.
+
+The build key is the sha256 of the rendered build context (every file, including the Dockerfile or .def,
+which carry the base reference and the recipe labels). An image in the engine whose ``io.ckit.build.key``
+label equals it is a cache hit: nothing is built. Conversions hit the artifact store the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .engine.base import BuildListener, BuildRequest, BuiltImage, Engine, context_digest
+from .errors import ConfigError
+from .render.context import ContextFile
+
+TARGETS = ("image", "sif", "sqsh")
+# What each engine's product can become: the docker engine makes an OCI image that converts to anything;
+# the apptainer engine writes a .sif directly and nothing else.
+TARGETS_BY_PRODUCT = {"image": TARGETS, "sif": ("sif",)}
+DEFAULT_TARGET = {"image": "image", "sif": "sif"}
+
+LABEL_STACK = "io.ckit.stack"
+LABEL_PARAMETERS = "io.ckit.parameters"
+LABEL_VERSION = "io.ckit.version"
+LABEL_FINGERPRINT = "io.ckit.fingerprint"
+LABEL_BASE_DIGEST = "org.opencontainers.image.base.digest"
+
+
+def parse_targets(text: str | None, product: str) -> tuple[str, ...]:
+    """``--to image,sif,sqsh`` -> the targets in canonical order; checks what the engine's product allows."""
+    if text is None:
+        return (DEFAULT_TARGET[product],)
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    unknown = [t for t in names if t not in TARGETS]
+    if unknown or not names:
+        what = ", ".join(unknown) if unknown else repr(text)
+        raise ConfigError(f"--to: unknown target {what}",
+                          hint=f"choose from {','.join(TARGETS)}, comma-separated")
+    allowed = TARGETS_BY_PRODUCT[product]
+    refused = [t for t in names if t not in allowed]
+    if refused:
+        raise ConfigError(f"--to {','.join(refused)}: the selected engine builds a .{product} only",
+                          hint="use --engine docker (it builds an OCI image that converts to sif and sqsh)")
+    return tuple(t for t in TARGETS if t in names)
+
+
+def default_tag(stack: str, fingerprint: str, base_override: str | None) -> str:
+    suffix = "-locked" if base_override else ""
+    return f"localhost/ckit/{stack}:{fingerprint[:12]}{suffix}"
+
+
+@dataclass(frozen=True)
+class Output:
+    kind: str  # sif | sqsh
+    path: Path
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    stack: str
+    fingerprint: str
+    engine: str
+    engine_reason: str
+    product: str
+    tag: str
+    build_key: str
+    base_image: str
+    base_override: str | None
+    labels: tuple[tuple[str, str], ...]
+    context_files: tuple[tuple[str, int], ...]
+    targets: tuple[str, ...]
+    outputs: tuple[Output, ...]
+    cached: bool | None = None  # None until the engine was asked
+
+    def request(self, context: Sequence[ContextFile]) -> BuildRequest:
+        return BuildRequest(context=context, key=self.build_key, tag=self.tag, labels=dict(self.labels))
+
+    @property
+    def product_name(self) -> str:
+        return self.tag if self.product == "image" else f".sif in the artifact store (key {self.build_key[:12]})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stack": self.stack, "fingerprint": self.fingerprint, "engine": self.engine,
+            "engine_reason": self.engine_reason, "tag": self.tag, "build_key": self.build_key,
+            "base_image": self.base_image, "base_override": self.base_override, "labels": dict(self.labels),
+            "context": [{"path": p, "size": s} for p, s in self.context_files], "targets": list(self.targets),
+            "outputs": [{"kind": o.kind, "path": str(o.path)} for o in self.outputs], "cached": self.cached,
+        }
+
+    def describe(self) -> str:
+        """The plan as text, one action a line (what --dry-run prints)."""
+        product = self.product_name
+        first = f"reuse {product} (cache hit: no build work)" if self.cached else f"build {product}"
+        lines = [f"plan: build {self.stack} with {self.engine_reason}",
+                 f"  fingerprint  {self.fingerprint}",
+                 f"  build key    {self.build_key}",
+                 f"  base         {self.base_override or self.base_image}",
+                 "  context      " + ", ".join(f"{p} ({s} B)" for p, s in self.context_files),
+                 f"  1. {first}"]
+        for number, output in enumerate(self.outputs, start=2):
+            action = "copy the .sif" if self.product == output.kind else f"convert {self.tag} to .{output.kind}"
+            lines.append(f"  {number}. {action} -> {output.path}")
+        if self.labels:
+            lines.append("  labels added by the engine")
+            lines += [f"    {k}={v}" for k, v in self.labels]
+        return "\n".join(lines) + "\n"
+
+
+def engine_labels(resolved: Any, base_override: str | None) -> tuple[tuple[str, str], ...]:
+    """Labels the engine adds to the recipe's own: those the renderer did not set, the base digest of a
+    locked build; the engine itself adds the build key."""
+    recipe_labels = dict(resolved.labels)
+    wanted = {
+        LABEL_STACK: resolved.stack,
+        LABEL_PARAMETERS: json.dumps(resolved.parameters, sort_keys=True, separators=(",", ":"), default=str),
+        LABEL_VERSION: __version__,
+        LABEL_FINGERPRINT: resolved.fingerprint,
+    }
+    labels = {k: v for k, v in wanted.items() if k not in recipe_labels}
+    if base_override and "@" in base_override:
+        labels[LABEL_BASE_DIGEST] = base_override.split("@", 1)[1]
+    return tuple(sorted(labels.items()))
+
+
+def plan_build(
+    resolved: Any,
+    context: Sequence[ContextFile],
+    *,
+    engine: str,
+    engine_reason: str,
+    product: str,
+    targets: Sequence[str],
+    output_dir: Path,
+    tag: str | None = None,
+    base_override: str | None = None,
+) -> BuildPlan:
+    """Everything ``execute`` will do, computed from its inputs alone."""
+    build_key = context_digest(context)
+    stem = f"{resolved.stack}-{resolved.fingerprint[:12]}{'-locked' if base_override else ''}"
+    file_outputs = tuple(Output(t, output_dir / f"{stem}.{t}") for t in targets if t != "image")
+    return BuildPlan(
+        stack=resolved.stack,
+        fingerprint=resolved.fingerprint,
+        engine=engine,
+        engine_reason=engine_reason,
+        product=product,
+        tag=tag or default_tag(resolved.stack, resolved.fingerprint, base_override),
+        build_key=build_key,
+        base_image=resolved.base_image,
+        base_override=base_override,
+        labels=engine_labels(resolved, base_override),
+        context_files=tuple((f.path, len(f.data)) for f in context),
+        targets=tuple(targets),
+        outputs=file_outputs,
+    )
+
+
+def check_cache(plan: BuildPlan, engine: Engine, context: Sequence[ContextFile]) -> tuple[BuildPlan, BuiltImage | None]:
+    hit = engine.cached(plan.request(context))
+    return replace(plan, cached=hit is not None), hit
+
+
+@dataclass(frozen=True)
+class ArtifactResult:
+    kind: str
+    location: str
+    digest: str | None
+    size: int | None
+    seconds: float
+    cache_hit: bool
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        key = "ref" if self.kind == "image" else "path"
+        return {"kind": self.kind, key: self.location, "digest": self.digest, "size": self.size,
+                "seconds": round(self.seconds, 3), "cache_hit": self.cache_hit, **self.extra}
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    plan: BuildPlan
+    artifacts: tuple[ArtifactResult, ...]
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"stack": self.plan.stack, "engine": self.plan.engine, "tag": self.plan.tag,
+                "fingerprint": self.plan.fingerprint, "build_key": self.plan.build_key,
+                "artifacts": [a.to_dict() for a in self.artifacts], "seconds": round(self.seconds, 3)}
+
+
+def execute(
+    plan: BuildPlan,
+    engine: Engine,
+    context: Sequence[ContextFile],
+    listener: BuildListener,
+    *,
+    cached: BuiltImage | None = None,
+    on_phase: Callable[[str], None] = lambda message: None,
+) -> BuildResult:
+    """Build (unless an earlier build of the same key is there), then produce every output of the plan."""
+    started = time.monotonic()
+    if cached is None:
+        cached = engine.cached(plan.request(context))
+    if cached is not None:
+        on_phase(f"cache hit: {cached.ref} has build key {plan.build_key[:12]}; nothing to build")
+        built = cached
+    else:
+        on_phase(f"building {plan.stack} with {plan.engine} -> {plan.product_name}")
+        built = engine.build(plan.request(context), listener)
+    artifacts = []
+    if plan.product == "image":
+        artifacts.append(ArtifactResult("image", built.ref, built.image_id, built.size, built.seconds,
+                                        built.cache_hit))
+    for output in plan.outputs:
+        if plan.product == output.kind:
+            artifacts.append(place_file(Path(built.ref), output, seconds=built.seconds, cache_hit=built.cache_hit))
+            continue
+        from .image.convert import convert
+
+        on_phase(f"converting {plan.tag} to .{output.kind} -> {output.path}")
+        output.path.parent.mkdir(parents=True, exist_ok=True)
+        converted = convert(f"docker-daemon:{plan.tag}", output.kind, output=output.path)
+        artifacts.append(ArtifactResult(
+            output.kind, str(converted.path), converted.source_digest, converted.size, converted.seconds,
+            converted.cache_hit, {"compression": str(converted.compression)}))
+    return BuildResult(plan, tuple(artifacts), time.monotonic() - started)
+
+
+def place_file(source: Path, output: Output, *, seconds: float, cache_hit: bool) -> ArtifactResult:
+    """Put a built file from the store at the output path atomically (hard link when possible, else a copy)."""
+    from .store import export
+
+    export(source, output.path)
+    return ArtifactResult(output.kind, str(output.path), None, output.path.stat().st_size, seconds, cache_hit)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    plan: BuildPlan
+    engine: Engine
+    context: Sequence[ContextFile]
+    cached: BuiltImage | None
+
+
+def prepare(
+    stack: str,
+    *,
+    sets: Sequence[str] = (),
+    ngc: str | None = None,
+    engine_name: str = "auto",
+    to: str | None = None,
+    output_dir: Path = Path("."),
+    tag: str | None = None,
+    lock_file: Path | None = None,
+    dry_run: bool = False,
+) -> Prepared:
+    """Resolve the stack (pinned by ``lock_file`` when given), pick the engine, render the context, plan,
+    and ask the engine for a cached result."""
+    from .engine.base import Selection, get_engine, select_engine
+    from .recipe.catalog import Catalog
+    from .render.context import build_context
+
+    lock = read_lock(lock_file, stack) if lock_file is not None else None
+    if lock is not None:
+        sets, ngc = sets or lock["sets"], ngc or lock["ngc"]
+    resolved = Catalog.from_settings().resolve(stack, sets=list(sets), ngc=ngc)
+    base_override = None
+    if lock is not None:
+        base_override = check_lock(lock, lock_file, resolved)  # type: ignore[arg-type]
+    if tag is not None:
+        check_tag(tag)
+    wanted = None if to is None else {t.strip() for t in to.split(",")}
+    products = ("image",) if wanted and wanted & {"image", "sqsh"} else ("image", "sif")
+    try:
+        selection = select_engine(engine_name, products=products)
+    except ConfigError as err:
+        if not dry_run or engine_name == "auto":
+            raise
+        # A plan for a named engine that is not reachable here still shows what would be done.
+        selection = Selection(get_engine(engine_name), f"{engine_name} (not available here: {err.message})")
+        available = False
+    else:
+        available = True
+    engine = selection.engine
+    targets = parse_targets(to, engine.product)
+    context = build_context(resolved, fmt=engine.context_format, base_override=base_override)
+    plan = plan_build(resolved, context, engine=engine.name, engine_reason=selection.reason, product=engine.product,
+                      targets=targets, output_dir=output_dir, tag=tag, base_override=base_override)
+    if not available:
+        return Prepared(plan, engine, context, None)
+    plan, cached = check_cache(plan, engine, context)
+    return Prepared(plan, engine, context, cached)
+
+
+def check_tag(tag: str) -> None:
+    from .registry.reference import parse
+
+    ref = parse(tag)
+    if ref.digest:
+        raise ConfigError(f"--tag {tag}: a build tag cannot carry a digest", hint="write REPO:TAG")
+
+
+LOCK_KEYS = ("lockVersion", "stack", "sets", "ngc", "fingerprint", "base")
+
+
+def read_lock(path: Path, stack: str) -> dict[str, Any]:
+    """The lock file ``ckit lock`` wrote (canonical JSON), checked to be for ``stack``."""
+    where = str(path)
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"--locked: {where} does not exist", hint=f"run `ckit lock {stack}` first") from None
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"--locked: {where} is not a ckit lock file: {err}",
+                          hint=f"run `ckit lock {stack}` again") from None
+    base = data.get("base") if isinstance(data, dict) else None
+    missing = [k for k in LOCK_KEYS if not isinstance(data, dict) or k not in data]
+    missing += [] if isinstance(base, dict) and "pinned" in base else ["base.pinned"]
+    if missing:
+        raise ConfigError(f"--locked: {where} lacks {', '.join(missing)}", hint=f"run `ckit lock {stack}` again")
+    version, locked_stack, pinned = data["lockVersion"], data["stack"], base["pinned"]
+    if version != 1:
+        raise ConfigError(f"--locked: {where} has lockVersion {version}; this ckit reads version 1",
+                          hint=f"run `ckit lock {stack}` again")
+    if locked_stack != stack:
+        raise ConfigError(f"--locked: {where} pins stack {locked_stack}, not {stack}",
+                          hint=f"use --lock-file with the lock of {stack}, or run `ckit lock {stack}`")
+    if "@sha256:" not in str(pinned):
+        raise ConfigError(f"--locked: {where}: base.pinned {pinned!r} has no digest", hint="run `ckit lock` again")
+    return data
+
+
+def check_lock(lock: dict[str, Any], path: Path, resolved: Any) -> str:
+    """The pinned base reference, once the stack is seen to resolve as it did when it was locked."""
+    if lock["fingerprint"] != resolved.fingerprint:
+        raise ConfigError(
+            f"--locked: {path} was written for {lock['stack']} with fingerprint {lock['fingerprint'][:12]}, but the "
+            f"recipe now resolves to {resolved.fingerprint[:12]} (a recipe, --set or --ngc value changed)",
+            hint=f"run `ckit lock {lock['stack']}` again with the same --set/--ngc, or build without --locked")
+    return str(lock["base"]["pinned"])

@@ -1,0 +1,44 @@
+"""``ckit convert SOURCE --to sif|sqsh``: any image to a SIF or an Enroot squashfs, rootless, via the store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..cliapp import SETTINGS, JsonOpt, app, emit_json, info
+from ..image.convert import convert as run_convert
+from ..image.source import SOURCE_FORMS
+
+
+@app.command("convert")
+def convert(
+    source: Annotated[str, typer.Argument(metavar="SOURCE", help="Image: " + ", ".join(SOURCE_FORMS) + ".")],
+    to: Annotated[str, typer.Option("--to", metavar="sif|sqsh", help="Target format.")],
+    output: Annotated[Path | None, typer.Option("-o", "--output", metavar="FILE",
+                                                help="Also write the artifact here (atomic).")] = None,
+    compress: Annotated[str | None, typer.Option("--compress", metavar="ALGO[:LEVEL]",
+                                                 help="Squashfs compression (default zstd:3, or the fastest "
+                                                      "the --site can mount).")] = None,
+    site: Annotated[str | None, typer.Option("--site", metavar="SITE",
+                                             help="Pick a compression the site's runtime can mount.")] = None,
+    insecure: Annotated[bool, typer.Option("--insecure", help="Plain http / no TLS verification.")] = False,
+    ca_file: Annotated[Path | None, typer.Option("--ca-file", metavar="PATH",
+                                                 help="CA bundle for the registry.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Convert an image to .sif or Enroot .sqsh without root, apptainer or enroot."""
+    site_profile = None
+    if site is not None:
+        from ..site import load_site
+
+        site_profile = load_site(site, SETTINGS.sites_dirs)
+    result = run_convert(source, to, output=output, compress=compress, site=site_profile, insecure=insecure,
+                         ca_file=ca_file)
+    if as_json:
+        emit_json({"source": source, **result.as_json()})
+        return
+    how = "cache hit" if result.cache_hit else f"{result.seconds:.1f} s"
+    info(f"{result.target} ({result.compression}, {result.size / 1e6:.1f} MB, {how}) from {result.source_digest}")
+    typer.echo(str(result.path))

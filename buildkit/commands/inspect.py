@@ -1,0 +1,25 @@
+"""``ckit inspect FILE.sif|FILE.sqsh``: header, descriptors, partition, labels, env and runscript (or /etc/rc)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..cliapp import JsonOpt, app, emit_json
+from ..image.inspect import inspect as inspect_file
+from ..image.inspect import render_text
+
+
+@app.command("inspect")
+def inspect(
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="A .sif image or an Enroot .sqsh squashfs.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Show what a .sif or .sqsh holds: SIF header and objects, labels, environment, runscript or /etc/rc."""
+    report = inspect_file(file)
+    if as_json:
+        emit_json(report)
+        return
+    typer.echo(render_text(report), nl=False)

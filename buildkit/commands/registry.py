@@ -1,0 +1,218 @@
+"""``ckit login``, ``ckit push``, ``ckit pull``, ``ckit lock`` and ``ckit stage``: the OCI registry commands."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..cliapp import SETTINGS, JsonOpt, NgcOpt, SetOpt, app, emit_json, info, progress
+from ..errors import ConfigError
+from ..registry import annotations as notes
+from ..registry.auth import Credentials, store
+from ..registry.reference import api_host, parse, parse_registry
+
+# The HTTP stack (requests) is imported inside the commands, so that `ckit --help` and the other commands
+# do not pay for it.
+Progress = Callable[[int], None]
+
+InsecureOpt = Annotated[bool, typer.Option(
+    "--insecure", help="Allow plain http and skip TLS verification (implied for 127.0.0.1/localhost over http).")]
+CaFileOpt = Annotated[Path | None, typer.Option(
+    "--ca-file", metavar="PATH", help="PEM file of a private CA that signed the registry's certificate.")]
+RefArg = Annotated[str, typer.Argument(metavar="REF", help="REGISTRY/REPO:TAG (or @sha256:DIGEST).")]
+
+
+@contextmanager
+def _bar(description: str, total: int | None) -> Iterator[Progress]:
+    with progress(transfer=True) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda n: bar.advance(task, n)
+
+
+def _read_secret(password_stdin: bool) -> str:
+    if password_stdin:
+        secret = sys.stdin.read().rstrip("\r\n")
+    elif sys.stdin.isatty():
+        secret = typer.prompt("Password", hide_input=True, err=True)
+    else:
+        raise ConfigError("no password given and stdin is not a terminal",
+                          hint="pipe it in with --password-stdin (never put it on the command line)")
+    if not secret:
+        raise ConfigError("empty password")
+    return secret
+
+
+@app.command("login")
+def login(
+    registry: Annotated[str, typer.Argument(metavar="REGISTRY", help="Registry host[:port].")],
+    username: Annotated[str | None, typer.Option("-u", "--username", help="User name.")] = None,
+    password_stdin: Annotated[bool, typer.Option("--password-stdin", help="Read the password from stdin.")] = False,
+    insecure: InsecureOpt = False,
+    ca_file: CaFileOpt = None,
+) -> None:
+    """Check credentials against REGISTRY and store them the way docker does."""
+    from ..registry.client import RegistryClient
+
+    host = parse_registry(registry)
+    if not username:
+        if password_stdin or not sys.stdin.isatty():
+            raise ConfigError("ckit login needs -u USER when the password comes from stdin")
+        username = typer.prompt("Username", err=True)
+    creds = Credentials(username, _read_secret(password_stdin), source="ckit login")
+    client = RegistryClient(api_host(host), insecure=insecure, ca_file=ca_file, credentials=creds)
+    checked = client.check_login()
+    where = store(host, creds)
+    info(f"Login to {host} {'succeeded' if checked else 'stored (the registry asks for no authentication)'}; "
+         f"credentials saved in {where}")
+
+
+@app.command("push")
+def push(
+    source: Annotated[str, typer.Argument(metavar="SOURCE", help=(
+        "A .sif or .sqsh file, oci:PATH[:TAG], docker-archive:PATH or docker-daemon:REF."))],
+    ref: RefArg,
+    stack: Annotated[str | None, typer.Option("--stack", help="Stack name recorded in the annotations.")] = None,
+    sets: SetOpt = None,
+    source_digest: Annotated[str | None, typer.Option(
+        "--source-digest", metavar="DIGEST", help="Digest of the image the artifact was made from.")] = None,
+    annotation: Annotated[list[str] | None, typer.Option(
+        "--annotation", metavar="KEY=VALUE", help="Extra manifest annotation (repeatable).")] = None,
+    insecure: InsecureOpt = False,
+    ca_file: CaFileOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Push an image, a .sif or a .sqsh to an OCI registry (blobs it already has are not sent again)."""
+    from ..registry.client import RegistryClient
+    from ..registry.push import PushOptions
+    from ..registry.push import push as do_push
+
+    target = parse(ref)
+    parameters = _parameters(sets) if sets else None
+    options = PushOptions(stack, parameters, source_digest, notes.parse_pairs(annotation))
+    client = RegistryClient.for_reference(target, insecure=insecure, ca_file=ca_file)
+    total = Path(source).stat().st_size if Path(source).is_file() else None
+    with _bar(f"push {Path(source).name}", total) as advance:
+        outcome = do_push(client, source, target, options, advance)
+    if as_json:
+        emit_json(outcome.as_json())
+        return
+    sent = "engine push" if outcome.uploaded_bytes is None else f"{outcome.uploaded_bytes} bytes uploaded"
+    info(f"pushed {outcome.kind} {outcome.reference} ({outcome.size} bytes, {sent})")
+    typer.echo(outcome.reference)
+
+
+def _parameters(sets: list[str]) -> dict[str, dict[str, str]]:
+    result: dict[str, dict[str, str]] = {}
+    for item in sets:
+        key, sep, value = item.partition("=")
+        addon, dot, param = key.partition(".")
+        if not sep or not dot or not addon or not param:
+            raise ConfigError(f"--set {item!r}: expected ADDON.PARAM=VALUE")
+        result.setdefault(addon, {})[param] = value
+    return result
+
+
+@app.command("pull")
+def pull(
+    ref: RefArg,
+    out_dir: Annotated[Path, typer.Option("-o", "--output", metavar="DIR", help="Folder for the file.")] = Path("."),
+    to: Annotated[str | None, typer.Option("--to", metavar="sif|sqsh",
+                                           help="Convert a plain image to this format.")] = None,
+    insecure: InsecureOpt = False,
+    ca_file: CaFileOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Pull a .sif/.sqsh artifact (or, with --to, an image converted); every byte is digest-checked."""
+    from ..registry.client import RegistryClient
+    from ..registry.pull import pull as do_pull
+
+    if to not in (None, "sif", "sqsh"):
+        raise ConfigError(f"--to {to!r}: expected sif or sqsh")
+    target = parse(ref)
+    client = RegistryClient.for_reference(target, insecure=insecure, ca_file=ca_file)
+    with _bar(f"pull {target.repository}", None) as advance:
+        result = do_pull(client, target, out_dir, to=to, insecure=insecure, ca_file=ca_file, progress=advance)
+    if as_json:
+        emit_json(result)
+        return
+    info(f"pulled {ref} ({result['size']} bytes, {result['digest']})")
+    typer.echo(result["path"])
+
+
+@app.command("lock")
+def lock(
+    stack: Annotated[str, typer.Argument(metavar="STACK", help="Stack name (see `ckit recipes`).")],
+    sets: SetOpt = None,
+    ngc: NgcOpt = None,
+    output: Annotated[Path, typer.Option("-o", "--output", metavar="FILE", help="Lock file.")] = Path("ckit.lock"),
+    insecure: InsecureOpt = False,
+    ca_file: CaFileOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Pin the stack's base image tag to its registry digest in ckit.lock."""
+    from ..fsutil import atomic_write
+    from ..recipe.catalog import Catalog
+    from ..registry.client import RegistryClient
+    from ..registry.lock import lock_data, render, resolve_base
+
+    resolved = Catalog.from_settings().resolve(stack, sets=list(sets or []), ngc=ngc)
+
+    def head_of(ref):  # type: ignore[no-untyped-def]
+        client = RegistryClient.for_reference(ref, insecure=insecure, ca_file=ca_file)
+        return client.head_manifest(ref.repository, ref.reference)
+
+    base_ref, head = resolve_base(resolved.base_image, head_of)
+    data = lock_data(stack=resolved.stack, parameters=resolved.parameters, fingerprint=resolved.fingerprint,
+                     base_image=resolved.base_image, base_ref=base_ref, head=head, sets=list(sets or []), ngc=ngc)
+    atomic_write(output, render(data).encode())
+    if as_json:
+        emit_json({**data, "path": str(output)})
+        return
+    info(f"locked {resolved.stack}: {resolved.base_image} -> {head.digest}")
+    typer.echo(str(output))
+
+
+@app.command("stage")
+def stage(
+    ref: Annotated[str, typer.Argument(metavar="REF", help="REGISTRY/REPO:TAG, or a local .sif/.sqsh file.")],
+    site: Annotated[str | None, typer.Option("--site", metavar="SITE", help="Site profile (see `ckit sites`).")] = None,
+    dest: Annotated[Path | None, typer.Option("--dest", metavar="DIR",
+                                              help="Folder to stage into (default: the site's shared image folder).")] = None,
+    insecure: InsecureOpt = False,
+    ca_file: CaFileOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Copy a verified artifact into the site's shared image folder and print its path."""
+    from ..registry.artifacts import pull_artifact
+    from ..registry.client import RegistryClient
+    from ..registry.stage import Staged, copy_verified, stage_dir
+
+    if site is None and dest is None:
+        raise ConfigError("ckit stage needs --site SITE or --dest DIR")
+    folder = dest
+    if site is not None:
+        from ..site.load import load_site
+
+        profile = load_site(site, SETTINGS.sites_dirs)
+        folder = stage_dir(profile.shared_image_dir, dest, site)
+        if profile.compute_internet:
+            info(f"note: the compute nodes of {site} reach the internet; staging is optional there")
+    assert folder is not None
+    if Path(ref).is_file():
+        staged = copy_verified(Path(ref), folder)
+    else:
+        target = parse(ref)
+        client = RegistryClient.for_reference(target, insecure=insecure, ca_file=ca_file)
+        with _bar(f"stage {target.repository}", None) as advance:
+            pulled = pull_artifact(client, target, folder, advance)
+        staged = Staged(pulled.path, pulled.digest, pulled.size, str(target.with_digest(pulled.manifest_digest)))
+    if as_json:
+        emit_json(staged.as_json())
+        return
+    info(f"staged {staged.source} ({staged.size} bytes, {staged.digest})")
+    typer.echo(str(staged.path))

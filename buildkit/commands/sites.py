@@ -1,0 +1,39 @@
+"""``ckit sites`` and ``ckit sites show SITE``: the site profiles and the provenance of each fact."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ..cliapp import SETTINGS, JsonOpt, app, emit_json
+from ..site import list_sites, load_site
+from ..site.describe import site_data, site_summary, site_text
+
+sites_app = typer.Typer(name="sites", help="Site profiles (built-in and --sites folders).",
+                        invoke_without_command=True, rich_markup_mode=None)
+app.add_typer(sites_app)
+
+
+@sites_app.callback()
+def sites(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """List the site profiles."""
+    if ctx.invoked_subcommand is not None:
+        return
+    found = list_sites(SETTINGS.sites_dirs)
+    if as_json:
+        emit_json([site_summary(s) for s in found])
+        return
+    width = max(len(s.name) for s in found)
+    for site in found:
+        typer.echo(f"{site.name:<{width}}  {site.scheduler:<5}  {site.description}")
+
+
+@sites_app.command("show")
+def show(name: Annotated[str, typer.Argument(metavar="SITE", help="Site name.")], as_json: JsonOpt = False) -> None:
+    """Every value of a site profile with its verified/seed/uncertain tag."""
+    site = load_site(name, SETTINGS.sites_dirs)
+    if as_json:
+        emit_json(site_data(site))
+    else:
+        typer.echo(site_text(site), nl=False)

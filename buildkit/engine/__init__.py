@@ -1,0 +1,1 @@
+"""Build engines, registered by name (see base.py)."""

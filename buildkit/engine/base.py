@@ -1,0 +1,173 @@
+"""What a build engine is, and the registry of engines by name.
+
+An engine turns a rendered build context (:func:`buildkit.render.context.build_context`) into an image: the docker engine into an
+image in a Docker-API daemon (Docker or podman), the apptainer engine into a ``.sif`` file. Adding an engine
+is adding one module that defines a class and decorates it with :func:`register`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal, Protocol, runtime_checkable
+
+from ..errors import BuildError, ConfigError
+from ..render.context import ContextFile, context_tar
+
+ContextFormat = Literal["docker", "singularity"]
+Product = Literal["image", "sif"]
+
+
+LOG_TAIL_LINES = 30
+
+
+class BuildFailed(BuildError):
+    """A build that failed inside the engine: names the step, shows the log tail, keeps the full log."""
+
+    def __init__(self, cause: str, *, step: str | None, log: list[str], hint: str | None = None) -> None:
+        self.step = step
+        self.log = "\n".join(log)
+        tail = "\n".join(log[-LOG_TAIL_LINES:])
+        where = f" at {step}" if step else ""
+        super().__init__(f"build failed{where}: {cause}\n--- last {min(len(log), LOG_TAIL_LINES)} lines of the "
+                         f"build log ---\n{tail}", hint=hint or "fix the step named above; the full log is above")
+
+
+@dataclass(frozen=True)
+class BuildEvent:
+    """One line of engine output; ``step``/``steps`` are set when the line starts a build step."""
+
+    line: str
+    step: int | None = None
+    steps: int | None = None
+
+
+BuildListener = Callable[[BuildEvent], None]
+
+
+BUILD_KEY_LABEL = "io.ckit.build.key"
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """Everything an engine needs: the context, its key, what to call the result and the labels to stamp on it.
+
+    ``key`` identifies the inputs (see :func:`context_digest`): an earlier result with the same key is reused.
+    """
+
+    context: Sequence[ContextFile]
+    key: str
+    tag: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    engine: str
+    ref: str  # image tag in the engine, or the path of the file built
+    image_id: str | None
+    seconds: float
+    cache_hit: bool
+    log: str = ""
+    size: int | None = None  # bytes, when the engine reports it
+
+
+@dataclass(frozen=True)
+class Availability:
+    ok: bool
+    detail: str  # where it was found, or why not
+
+
+@runtime_checkable
+class Engine(Protocol):
+    name: ClassVar[str]
+    context_format: ClassVar[ContextFormat]
+    product: ClassVar[Product]
+
+    def probe(self) -> Availability:
+        """Whether this engine can build here, cheaply (no build work)."""
+
+    def cached(self, request: BuildRequest) -> BuiltImage | None:
+        """The result of an earlier build with the same ``request.key``, or None."""
+
+    def build(self, request: BuildRequest, listener: BuildListener) -> BuiltImage:
+        """Build; stream output lines to ``listener``; raise BuildError naming the failing step."""
+
+
+_ENGINES: dict[str, type[Engine]] = {}
+AUTO_ORDER = ("docker", "apptainer")
+
+
+def register(cls: type[Engine]) -> type[Engine]:
+    _ENGINES[cls.name] = cls
+    return cls
+
+
+def _load_builtins() -> None:
+    from . import apptainer, docker  # noqa: F401  (each module registers its engine)
+
+
+def engine_names() -> list[str]:
+    _load_builtins()
+    return sorted(_ENGINES)
+
+
+def get_engine(name: str) -> Engine:
+    _load_builtins()
+    try:
+        return _ENGINES[name]()
+    except KeyError:
+        choices = ", ".join(["auto", *sorted(_ENGINES)])
+        raise ConfigError(f"--engine: unknown engine {name!r}", hint=f"choose one of: {choices}") from None
+
+
+@dataclass(frozen=True)
+class Selection:
+    engine: Engine
+    reason: str
+
+
+def select_engine(name: str, *, products: tuple[str, ...] = ("image", "sif")) -> Selection:
+    """The engine named, or for ``auto`` the first available one (AUTO_ORDER) whose product is in ``products``.
+
+    ConfigError (exit 2) when the named engine cannot build here or, for ``auto``, when none can.
+    """
+    if name != "auto":
+        engine = get_engine(name)
+        found = engine.probe()
+        if not found.ok:
+            raise ConfigError(f"--engine {name}: {found.detail}", hint=_START_HINT.get(name))
+        return Selection(engine, f"{name} (requested; {found.detail})")
+    tried = []
+    for candidate in AUTO_ORDER:
+        engine = get_engine(candidate)
+        if engine.product not in products:
+            continue
+        found = engine.probe()
+        if found.ok:
+            return Selection(engine, f"{candidate} (auto; {found.detail})")
+        tried.append(f"{candidate}: {found.detail}")
+    raise ConfigError("no build engine is available (" + "; ".join(tried) + ")",
+                      hint=_START_HINT["docker"] + ("; or install apptainer" if "sif" in products else ""))
+
+
+_START_HINT = {
+    "docker": ("start Docker, or podman's Docker-compatible service: "
+               "`podman system service --time=0 unix:///run/podman/podman.sock &` and "
+               "`export DOCKER_HOST=unix:///run/podman/podman.sock`"),
+    "apptainer": "install apptainer (or singularity) and put it on PATH, or use --engine docker",
+}
+
+
+def start_hint(name: str) -> str | None:
+    return _START_HINT.get(name)
+
+
+def context_digest(context: Sequence[ContextFile]) -> str:
+    """sha256 of the build context as uploaded (a deterministic tar): the build cache key."""
+    return hashlib.sha256(context_tar(list(context))).hexdigest()
+
+
+def context_file(context: Sequence[ContextFile], path: str) -> bytes | None:
+    return next((f.data for f in context if f.path == path), None)

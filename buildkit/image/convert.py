@@ -1,0 +1,207 @@
+"""Convert any image to a ``.sif`` or an Enroot ``.sqsh``: plan (identify, choose, key), then execute.
+
+Execution never runs as root and never extracts a layer: layers → flattened tar stream (+ the target's rootfs
+additions) → ``tar2sqfs`` → (SIF wrapper). Results live in the local store, keyed by the image's config
+digest and the conversion options; a hit does no work and ``-o FILE`` is an atomic link or copy from it.
+
+Ownership: a ``.sif`` keeps the image's owners and modes (what ``apptainer build`` as root keeps). A ``.sqsh``
+is all-root with ``u+rX`` (and ``u+w`` on directories), exactly what ``enroot import`` produces
+(``mksquashfs -all-root`` after ``chmod -R u+rX``), so enroot and Pyxis see the same tree.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import store as store_mod
+from ..errors import ConfigError, ConvertError
+from . import squashfs
+from .flatten import flatten
+from .layerfile import prepare
+from .model import ImageConfig
+from .source import DaemonSource, DockerArchiveSource, OciLayoutSource, Source, parse_source
+from .tarstream import Ownership, write_tar
+
+if TYPE_CHECKING:
+    from ..site.model import Site
+
+TARGETS = ("sif", "sqsh")
+
+
+@dataclass(frozen=True)
+class ConvertResult:
+    path: Path
+    target: str
+    source_digest: str
+    compression: str
+    size: int
+    seconds: float
+    cache_hit: bool
+    key: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        return {"path": str(self.path), "target": self.target, "source_digest": self.source_digest,
+                "compression": self.compression, "size": self.size, "seconds": round(self.seconds, 3),
+                "cache_hit": self.cache_hit, "key": self.key}
+
+
+@dataclass(frozen=True)
+class ConvertPlan:
+    source: Source
+    target: str
+    compression: squashfs.Compression
+    source_digest: str
+    key: str
+    output: Path | None
+    deffile: str  # the definition apptainer records for such a source
+    provenance: str  # Enroot's ``# enroot-provenance:`` value: where the image came from
+
+
+def deffile_text(source: Source) -> str:
+    agent, ref = bootstrap(source)
+    return f"bootstrap: {agent}\nfrom: {ref}\n\n"
+
+
+def provenance(source: Source) -> str:
+    return f"dockerd://{source.ref}" if isinstance(source, DaemonSource) else source.text
+
+
+def bootstrap(source: Source) -> tuple[str, str]:
+    """Apptainer's bootstrap agent and ``from:`` for this kind of source."""
+    if isinstance(source, DaemonSource):
+        return "docker-daemon", source.ref
+    if isinstance(source, DockerArchiveSource):
+        return "docker-archive", str(source.path)
+    if isinstance(source, OciLayoutSource):
+        return "oci", f"{source.path}:{source.tag}" if source.tag else str(source.path)
+    return "docker", source.image_ref
+
+
+def plan(source: str, target: str, *, output: Path | None = None, compress: str | None = None,
+         site: Site | None = None, insecure: bool = False, ca_file: Path | None = None) -> ConvertPlan:
+    """Check the request and identify the image (a cheap read: manifest/config or the engine's image ID)."""
+    if target not in TARGETS:
+        raise ConfigError(f"--to {target!r}: unknown target", hint="use --to sif or --to sqsh")
+    allowed = site.squashfs_compressions if site is not None else ()
+    compression = squashfs.choose(compress, allowed, site_name=site.name if site is not None else "")
+    src = parse_source(source, insecure=insecure, ca_file=ca_file)
+    digest = src.identify().digest
+    deffile, origin = deffile_text(src), provenance(src)
+    # what lands in the bytes besides the layers: the deffile (sif) or the provenance line (sqsh)
+    key = store_mod.make_key(source_digest=digest, target=target, compression=compression.label,
+                             origin=deffile if target == "sif" else origin)
+    return ConvertPlan(src, target, compression, digest, key, Path(output) if output else None, deffile, origin)
+
+
+def verifier(target: str):  # type: ignore[no-untyped-def]
+    """The check an artifact passes before it is published or served from the store."""
+    if target == "sqsh":
+        return squashfs.check
+
+    def check_sif(path: Path) -> None:
+        from .sif import read_sif
+
+        sif = read_sif(path)
+        part = sif.primary_partition()
+        if part is None:
+            raise ConvertError(f"{path}: the SIF has no primary partition")
+        squashfs.check(path, part.offset)
+
+    return check_sif
+
+
+def execute(p: ConvertPlan, store: store_mod.Store | None = None) -> ConvertResult:
+    started = time.monotonic()
+    store = store or store_mod.Store()
+    check = verifier(p.target)
+    entry = store.get(p.key, p.target, check)
+    hit = entry is not None
+    if entry is None:
+        with store.lock(p.key):
+            entry = store.get(p.key, p.target, check)  # someone else may have made it meanwhile
+            hit = entry is not None
+            if entry is None:
+                entry = _produce(p, store, check)
+    path = entry.path
+    if p.output is not None:
+        path = store_mod.export(entry.path, p.output)
+    return ConvertResult(path, p.target, p.source_digest, p.compression.label, path.stat().st_size,
+                         time.monotonic() - started, hit, p.key)
+
+
+def convert(source: str, target: str, *, output: Path | None = None, compress: str | None = None,
+            site: Site | None = None, store: store_mod.Store | None = None, insecure: bool = False,
+            ca_file: Path | None = None) -> ConvertResult:
+    """Convert ``source`` (a SOURCE string) to ``target`` ("sif" or "sqsh"), via the store."""
+    return execute(plan(source, target, output=output, compress=compress, site=site, insecure=insecure,
+                        ca_file=ca_file), store)
+
+
+def source_date_epoch() -> int | None:
+    value = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if not value:
+        return None
+    if not value.isdigit():
+        raise ConfigError(f"SOURCE_DATE_EPOCH={value!r} is not a number of seconds")
+    return int(value)
+
+
+def _created(config_blob: dict[str, Any]) -> int:
+    text = str(config_blob.get("created") or "")
+    try:
+        return int(dt.datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=dt.UTC).timestamp())
+    except ValueError:
+        return 0
+
+
+def _produce(p: ConvertPlan, store: store_mod.Store, check) -> store_mod.Entry:  # type: ignore[no-untyped-def]
+    from ..cliapp import progress
+
+    store.clean_temps(p.key)
+    with store.workdir(p.key) as work, progress(transfer=True) as bar:
+        reading = bar.add_task("reading layers", total=None)
+        mat = p.source.materialize(work, lambda n: bar.advance(reading, n))
+        try:
+            blob = json.loads(mat.config)
+        except ValueError as err:
+            raise ConvertError(f"{p.source.text}: the image config is not JSON: {err}") from err
+        config = ImageConfig.from_image_config(blob)
+        layers = [prepare(b, work, n, lambda n: bar.advance(reading, n)) for n, b in enumerate(mat.layers, 1)]
+        epoch = source_date_epoch()
+        mtime = epoch if epoch is not None else _created(blob)
+        if p.target == "sqsh":
+            from . import enroot_rootfs
+
+            additions = enroot_rootfs.entries(config, provenance=p.provenance)
+            own = Ownership(all_root=True, fixperms=True)
+        else:
+            from . import apptainer_rootfs
+
+            additions = apptainer_rootfs.entries(config, deffile=p.deffile, source_date_epoch=epoch)
+            own = Ownership()
+        tree = flatten(layers, additions, mtime=mtime)
+        bar.update(reading, visible=False)
+        packing = bar.add_task(f"squashfs {p.compression.label}", total=tree.total_bytes())
+        temp = store.temp_path(p.key, p.target)
+        try:
+            squash = temp if p.target == "sqsh" else work / "rootfs.squashfs"
+            squashfs.build(squash, p.compression,
+                           lambda out: write_tar(tree, out, own, lambda n: bar.advance(packing, n)))
+            if p.target == "sif":
+                from . import apptainer_rootfs
+                from .sif import write_apptainer_sif
+
+                write_apptainer_sif(temp, deffile=p.deffile.encode(), squashfs=squash, arch=config.architecture,
+                                    oci_config=apptainer_rootfs.oci_config_json(config))
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
+        meta = {"source": p.source.text, "source_digest": p.source_digest, "target": p.target,
+                "compression": p.compression.label, "created": int(time.time())}
+        return store.publish(p.key, p.target, temp, meta, check)

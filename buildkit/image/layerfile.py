@@ -1,0 +1,151 @@
+"""Layer blobs as seekable, uncompressed tars: sniff the compression, spool compressed layers once.
+
+An uncompressed layer (a docker-archive member, a plain OCI blob) is used where it lies, as a byte range of
+its file. A gzip or zstd layer is decompressed into a spool file in the work dir, checking the blob digest
+on the way when it is known. Pass 1 of the flattener then reads headers by seeking and pass 2 copies data
+ranges; nothing is decompressed twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from ..errors import ConvertError, IntegrityError
+from .source import LayerBlob
+
+GZIP_MAGIC = b"\x1f\x8b"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+XZ_MAGIC = b"\xfd7zXZ"
+BZIP2_MAGIC = b"BZh"
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class LayerTar:
+    """An uncompressed layer tar: ``size`` bytes at ``offset`` of ``path``."""
+
+    path: Path
+    offset: int
+    size: int
+    what: str
+
+
+class Region(io.RawIOBase):
+    """A read-only, seekable window onto a byte range of a file."""
+
+    def __init__(self, path: Path, offset: int, size: int) -> None:
+        self._f = open(path, "rb")  # noqa: SIM115 - closed by close()
+        self._start, self._size, self._pos = offset, size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, pos: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = max(0, base + pos)
+        return self._pos
+
+    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def, override]
+        want = min(len(buffer), self._size - self._pos)
+        if want <= 0:
+            return 0
+        self._f.seek(self._start + self._pos)
+        data = self._f.read(want)
+        buffer[: len(data)] = data
+        self._pos += len(data)
+        return len(data)
+
+    def close(self) -> None:
+        self._f.close()
+        super().close()
+
+
+def _head(blob: LayerBlob, n: int = 6) -> bytes:
+    with blob.path.open("rb") as f:
+        f.seek(blob.offset)
+        return f.read(min(n, blob.size))
+
+
+class _Hashing:
+    """Reads a byte range and hashes what passes through (for the digest check)."""
+
+    def __init__(self, blob: LayerBlob, progress: Callable[[int], None] | None) -> None:
+        self._region = Region(blob.path, blob.offset, blob.size)
+        self.sha = hashlib.sha256()
+        self._progress = progress
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._region.read(n if n and n > 0 else CHUNK) or b""
+        self.sha.update(data)
+        if self._progress and data:
+            self._progress(len(data))
+        return data
+
+    def close(self) -> None:
+        self._region.close()
+
+
+def prepare(blob: LayerBlob, workdir: Path, number: int,
+            progress: Callable[[int], None] | None = None) -> LayerTar:
+    """``blob`` as an uncompressed tar range, decompressing into ``workdir`` when it is compressed."""
+    head = _head(blob)
+    if not head.startswith((GZIP_MAGIC, ZSTD_MAGIC)):
+        if head.startswith((XZ_MAGIC, BZIP2_MAGIC)):
+            raise ConvertError(f"{blob.what}: xz/bzip2 layers are not supported",
+                               hint="OCI layers are tar, tar+gzip or tar+zstd")
+        if progress:
+            progress(blob.size)
+        return LayerTar(blob.path, blob.offset, blob.size, blob.what)
+    spool = workdir / f"layer-{number}.tar"
+    reader = _Hashing(blob, progress)
+    try:
+        with spool.open("wb") as out:
+            if head.startswith(GZIP_MAGIC):
+                _gunzip(reader, out, blob.what)
+            else:
+                _unzstd(reader, out, blob.what)
+    finally:
+        reader.close()
+    if blob.digest and blob.digest.startswith("sha256:") and "sha256:" + reader.sha.hexdigest() != blob.digest:
+        spool.unlink(missing_ok=True)
+        raise IntegrityError(f"{blob.what}: the layer does not match its digest {blob.digest}")
+    return LayerTar(spool, 0, spool.stat().st_size, blob.what)
+
+
+def _gunzip(reader: _Hashing, out: BinaryIO, what: str) -> None:
+    decomp = zlib.decompressobj(wbits=31)
+    try:
+        while True:
+            chunk = reader.read(CHUNK)
+            if not chunk:
+                break
+            while chunk:
+                out.write(decomp.decompress(chunk))
+                if not decomp.eof:
+                    break
+                chunk = decomp.unused_data  # concatenated gzip members
+                decomp = zlib.decompressobj(wbits=31)
+        out.write(decomp.flush())
+    except zlib.error as err:
+        raise ConvertError(f"{what}: corrupt gzip data: {err}") from err
+
+
+def _unzstd(reader: _Hashing, out: BinaryIO, what: str) -> None:
+    import zstandard
+
+    try:
+        zstandard.ZstdDecompressor().copy_stream(reader, out, read_size=CHUNK, write_size=CHUNK)
+    except zstandard.ZstdError as err:
+        raise ConvertError(f"{what}: corrupt zstd data: {err}") from err

@@ -1,0 +1,80 @@
+"""``docker://REF``: an image read straight from a registry (OCI distribution API, ckit's registry client).
+
+Identifying costs two small requests (manifest, config blob; an index is resolved to this host's
+linux/<arch>). Materialising downloads each layer blob into the work dir, its sha256 checked while it
+streams; the flattener then reads those files like any other layer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConvertError
+from .source import INDEX_TYPES, Identity, LayerBlob, Materialized, Source, pick_platform, short
+
+CHUNK = 1 << 20
+
+
+class RegistrySource(Source):
+    def __init__(self, text: str, ref_text: str, *, insecure: bool = False, ca_file: Path | None = None) -> None:
+        from ..registry.reference import parse
+
+        self.text, self.image_ref = text, ref_text
+        self.ref = parse(ref_text)
+        self.insecure, self.ca_file = insecure, ca_file
+        self._client: Any = None
+        self._manifest: dict[str, Any] | None = None
+        self._config: bytes | None = None
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            from ..registry.client import RegistryClient
+
+            self._client = RegistryClient.for_reference(self.ref, insecure=self.insecure, ca_file=self.ca_file)
+        return self._client
+
+    def manifest(self) -> dict[str, Any]:
+        if self._manifest is None:
+            repo = self.ref.repository
+            manifest = self.client.get_manifest(repo, self.ref.reference)
+            data = manifest.json()
+            if manifest.media_type in INDEX_TYPES or "manifests" in data:
+                chosen = pick_platform(data.get("manifests") or [], self.text)
+                data = self.client.get_manifest(repo, chosen["digest"]).json()
+            if "config" not in data or "layers" not in data:
+                raise ConvertError(f"{self.text}: the registry returned no image manifest",
+                                   hint="ckit converts container images (OCI or Docker v2 schema 2)")
+            self._manifest = data
+        return self._manifest
+
+    def _blob(self, descriptor: dict[str, Any]) -> bytes:
+        with self.client.open_blob(self.ref.repository, descriptor["digest"], descriptor.get("size")) as reader:
+            return reader.read()
+
+    def identify(self) -> Identity:
+        config_desc = self.manifest()["config"]
+        if self._config is None:
+            self._config = self._blob(config_desc)
+            json.loads(self._config)
+        return Identity(self._config, config_desc["digest"])
+
+    def materialize(self, workdir: Path, progress: Callable[[int], None] | None = None) -> Materialized:
+        config = self.identify().config or b""
+        blobs = []
+        for number, desc in enumerate(self.manifest()["layers"], start=1):
+            path = workdir / f"blob-{number}"
+            with self.client.open_blob(self.ref.repository, desc["digest"], desc.get("size")) as reader, \
+                    path.open("wb") as out:
+                while True:
+                    chunk = reader.read(CHUNK)
+                    if not chunk:
+                        break
+                    out.write(chunk)
+                    if progress:
+                        progress(len(chunk))
+            blobs.append(LayerBlob(path, 0, path.stat().st_size, f"layer {number} ({short(desc['digest'])})"))
+        return Materialized(config, blobs)

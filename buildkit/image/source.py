@@ -1,0 +1,353 @@
+"""Image sources: where a conversion reads an image's config and layers from.
+
+SOURCE forms (as skopeo spells them): ``docker-daemon:REF``, ``docker-archive:PATH[:REF]``, ``oci:PATH[:TAG]``
+and ``docker://REF``. Every source first *identifies* the image cheaply (config blob and its digest, the
+cache key input) and only on a cache miss *materialises* its layers: each layer is then a byte range of a
+file on disk (the archive itself, a blob of the layout, or a spooled download), possibly compressed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import tarfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, ConvertError, IntegrityError
+
+SAVE_TIMEOUT = 600  # seconds the engine may stay silent during an image save
+
+SOURCE_FORMS = ("docker-daemon:REF", "docker-archive:PATH[:REF]", "oci:PATH[:TAG]", "docker://REF")
+MANIFEST_TYPES = (
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+)
+INDEX_TYPES = (
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+)
+GO_ARCH = {"x86_64": "amd64", "aarch64": "arm64", "ppc64le": "ppc64le", "s390x": "s390x", "riscv64": "riscv64"}
+
+
+def host_arch() -> str:
+    machine = platform.machine()
+    return GO_ARCH.get(machine, machine)
+
+
+def sha256_bytes(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class LayerBlob:
+    """One layer as a byte range of a file (compressed or not: the flattener sniffs it)."""
+
+    path: Path
+    offset: int
+    size: int
+    what: str  # how messages name it, e.g. "layer 2 (sha256:ab12…)"
+    digest: str | None = None  # checked while the blob is read in full, when given
+
+
+@dataclass(frozen=True)
+class Identity:
+    config: bytes | None  # None when the source names the digest without handing out the blob
+    digest: str  # sha256 of the config blob: the image ID
+
+
+@dataclass(frozen=True)
+class Materialized:
+    config: bytes
+    layers: list[LayerBlob]
+
+
+class Source:
+    """Base of the four sources: ``identify()`` is cheap, ``layers(workdir)`` may download or spool."""
+
+    text: str  # the SOURCE as the user wrote it
+    image_ref: str  # what deffile ``from:`` and Enroot's provenance line name
+
+    def identify(self) -> Identity:
+        raise ConvertError(f"{self.text}: this source cannot be read")  # overridden by every source
+
+    def materialize(self, workdir: Path, progress: Callable[[int], None] | None = None) -> Materialized:
+        """Config blob and layers, downloading or spooling into ``workdir`` where needed."""
+        raise ConvertError(f"{self.text}: this source cannot be read")
+
+
+def parse_source(text: str, *, insecure: bool = False, ca_file: Path | None = None) -> Source:
+    """The source named by ``text``, or a ConfigError (exit 2) listing the accepted forms."""
+    if text.startswith("docker://") and len(text) > len("docker://"):
+        from .registry_source import RegistrySource
+
+        return RegistrySource(text, text[len("docker://"):], insecure=insecure, ca_file=ca_file)
+    kind, sep, rest = text.partition(":")
+    if sep and rest:
+        if kind == "docker-daemon":
+            return DaemonSource(text, rest)
+        if kind == "docker-archive":
+            path, ref = _path_and_ref(rest)
+            return DockerArchiveSource(text, path, ref)
+        if kind == "oci":
+            path, tag = _path_and_ref(rest)
+            return OciLayoutSource(text, path, tag)
+    raise ConfigError(f"unknown image source {text!r}", hint="use one of: " + ", ".join(SOURCE_FORMS))
+
+
+def _path_and_ref(rest: str) -> tuple[Path, str | None]:
+    """``PATH[:REF]``: the whole text when it names an existing path, else split at the first colon."""
+    if Path(rest).exists() or ":" not in rest:
+        return Path(rest), None
+    path, _, ref = rest.partition(":")
+    return Path(path), ref or None
+
+
+def _json(data: bytes, what: str) -> Any:
+    try:
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ConvertError(f"{what} is not valid JSON: {err}") from err
+
+
+def short(digest: str) -> str:
+    return digest[:19] + "…" if len(digest) > 19 else digest
+
+
+# --- docker-archive (also what a daemon save is spooled into) ------------------------------------------------
+class DockerArchive:
+    """An indexed docker-archive tar on disk: member name → (offset, size), read by seeking."""
+
+    def __init__(self, path: Path, ref: str | None, what: str) -> None:
+        self.path, self.ref, self.what = path, ref, what
+        if not path.is_file():
+            raise ConfigError(f"{what}: {path} is not a file", hint="give the path of a `docker save` archive")
+        self.members: dict[str, tarfile.TarInfo] = {}
+        try:
+            with tarfile.open(path, "r:") as tar:
+                for member in tar:
+                    self.members[_normalise_archive_name(member.name)] = member
+        except tarfile.TarError as err:
+            raise ConvertError(f"{what}: {path} is not a readable tar archive: {err}") from err
+        manifest = _json(self.read("manifest.json"), f"{what}: manifest.json")
+        self.entry = self._select(manifest)
+
+    def _member(self, name: str, depth: int = 0) -> tarfile.TarInfo:
+        member = self.members.get(name)
+        if member is None:
+            raise ConvertError(f"{self.what}: the archive has no member {name!r}")
+        if member.issym() or member.islnk():
+            if depth > 8:
+                raise ConvertError(f"{self.what}: member {name!r} is a link loop")
+            target = member.linkname if member.islnk() else str(Path(name).parent / member.linkname)
+            return self._member(_normalise_archive_name(target), depth + 1)
+        if not member.isfile():
+            raise ConvertError(f"{self.what}: member {name!r} is not a file")
+        return member
+
+    def read(self, name: str) -> bytes:
+        member = self._member(name)
+        with self.path.open("rb") as f:
+            f.seek(member.offset_data)
+            return f.read(member.size)
+
+    def _select(self, manifest: Any) -> dict[str, Any]:
+        if not isinstance(manifest, list) or not manifest:
+            raise ConvertError(f"{self.what}: manifest.json lists no image")
+        if self.ref is None:
+            if len(manifest) > 1:
+                tags = [t for e in manifest for t in e.get("RepoTags") or ()]
+                raise ConfigError(f"{self.what}: the archive holds {len(manifest)} images",
+                                  hint="name one: docker-archive:PATH:REF, REF one of " + ", ".join(tags))
+            return manifest[0]
+        for entry in manifest:
+            if self.ref in (entry.get("RepoTags") or ()):
+                return entry
+        raise ConfigError(f"{self.what}: no image tagged {self.ref!r} in the archive")
+
+    def identify(self) -> Identity:
+        config = self.read(self.entry["Config"])
+        return Identity(config, sha256_bytes(config))
+
+    def layers(self) -> list[LayerBlob]:
+        blobs = []
+        for number, name in enumerate(self.entry.get("Layers") or (), start=1):
+            member = self._member(name)
+            blobs.append(LayerBlob(self.path, member.offset_data, member.size, f"layer {number} ({name})"))
+        return blobs
+
+
+def _normalise_archive_name(name: str) -> str:
+    parts: list[str] = []
+    for part in name.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if parts:
+                parts.pop()
+            continue
+        parts.append(part)
+    return "/".join(parts)
+
+
+class DockerArchiveSource(Source):
+    def __init__(self, text: str, path: Path, ref: str | None) -> None:
+        self.text, self.path, self.ref = text, path, ref
+        self.image_ref = ref or path.name
+        self._archive: DockerArchive | None = None
+
+    @property
+    def archive(self) -> DockerArchive:
+        if self._archive is None:
+            self._archive = DockerArchive(self.path, self.ref, self.text)
+            if self.ref is None:
+                tags = self._archive.entry.get("RepoTags") or ()
+                self.image_ref = tags[0] if tags else self.path.name
+        return self._archive
+
+    def identify(self) -> Identity:
+        return self.archive.identify()
+
+    def materialize(self, workdir: Path, progress: Callable[[int], None] | None = None) -> Materialized:
+        return Materialized(self.archive.identify().config or b"", self.archive.layers())
+
+
+# --- docker-daemon -----------------------------------------------------------------------------------------
+class DaemonSource(Source):
+    """An image in the engine behind the docker SDK (``DOCKER_HOST``: Docker or podman's service).
+
+    The image ID is the config digest, so identifying needs no save. Materialising spools ``image.save()``
+    (a docker-archive stream, written chunk by chunk, never held in memory) into the work dir: the archive
+    lists its layer order in ``manifest.json``, which a daemon may send last, and the flattener reads each
+    layer twice, so a seekable copy is needed anyway.
+    """
+
+    def __init__(self, text: str, ref: str) -> None:
+        self.text, self.ref, self.image_ref = text, ref, ref
+        self._image: Any = None
+
+    def _get(self) -> Any:
+        if self._image is None:
+            import docker
+            import docker.errors
+
+            from ..engine.docker import connect
+
+            try:
+                client = connect().client
+                client.api.timeout = SAVE_TIMEOUT  # a large image's save can be slow to start streaming
+                self._image = client.images.get(self.ref)
+            except docker.errors.ImageNotFound as err:
+                raise ConfigError(f"{self.text}: no such image in the engine",
+                                  hint="check `docker images` / `podman images`, or build it first") from err
+            except docker.errors.DockerException as err:
+                raise ConvertError(f"{self.text}: cannot reach the engine: {err}",
+                                   hint="start Docker or `podman system service`, or set DOCKER_HOST") from err
+        return self._image
+
+    def identify(self) -> Identity:
+        # The engine gives the image ID (= config digest) without a save; the config blob itself comes with
+        # the save, which happens only on a cache miss.
+        image_id = self._get().id
+        return Identity(None, image_id if image_id.startswith("sha256:") else "sha256:" + image_id)
+
+    def materialize(self, workdir: Path, progress: Callable[[int], None] | None = None) -> Materialized:
+        archive = self.spool(workdir, progress)
+        return Materialized(archive.identify().config or b"", archive.layers())
+
+    def spool(self, workdir: Path, progress: Callable[[int], None] | None = None) -> DockerArchive:
+        image = self._get()
+        path = workdir / "daemon-save.tar"
+        with path.open("wb") as out:
+            for chunk in image.save(chunk_size=1 << 20, named=False):
+                out.write(chunk)
+                if progress:
+                    progress(len(chunk))
+        # The engine's image ID content-addresses the image: the config digest (podman, classic Docker) or,
+        # with Docker's containerd store, the manifest digest. Either way it is a sound cache key.
+        archive = DockerArchive(path, None, self.text)
+        return archive
+
+
+# --- OCI image layout ----------------------------------------------------------------------------------------
+class OciLayoutSource(Source):
+    def __init__(self, text: str, path: Path, tag: str | None) -> None:
+        self.text, self.path, self.tag = text, path, tag
+        self.image_ref = f"{path.name}:{tag}" if tag else path.name
+        self._manifest: dict[str, Any] | None = None
+
+    def _blob_path(self, digest: str) -> Path:
+        algo, _, hexpart = digest.partition(":")
+        if algo not in ("sha256", "sha512") or not hexpart.isalnum():
+            raise ConvertError(f"{self.text}: invalid digest {digest!r}")
+        return self.path / "blobs" / algo / hexpart
+
+    def _read_blob(self, descriptor: dict[str, Any]) -> bytes:
+        digest = descriptor.get("digest", "")
+        path = self._blob_path(digest)
+        try:
+            data = path.read_bytes()
+        except OSError as err:
+            raise ConvertError(f"{self.text}: blob {digest} is missing from the layout") from err
+        if digest.startswith("sha256:") and sha256_bytes(data) != digest:
+            raise IntegrityError(f"{self.text}: blob {digest} does not match its digest")
+        return data
+
+    def manifest(self) -> dict[str, Any]:
+        if self._manifest is None:
+            index_path = self.path / "index.json"
+            if not index_path.is_file():
+                raise ConfigError(f"{self.text}: {self.path} is not an OCI image layout (no index.json)")
+            index = _json(index_path.read_bytes(), f"{self.text}: index.json")
+            descriptor = self._pick(index.get("manifests") or [])
+            while descriptor.get("mediaType") in INDEX_TYPES:
+                nested = _json(self._read_blob(descriptor), f"{self.text}: image index")
+                descriptor = pick_platform(nested.get("manifests") or [], self.text)
+            self._manifest = _json(self._read_blob(descriptor), f"{self.text}: manifest")
+        return self._manifest
+
+    def _pick(self, manifests: list[dict[str, Any]]) -> dict[str, Any]:
+        def name(m: dict[str, Any]) -> str | None:
+            return (m.get("annotations") or {}).get("org.opencontainers.image.ref.name")
+
+        if self.tag is not None:
+            for m in manifests:
+                if name(m) == self.tag:
+                    return m
+            known = ", ".join(sorted(filter(None, map(name, manifests)))) or "none"
+            raise ConfigError(f"{self.text}: no manifest tagged {self.tag!r} in the layout", hint=f"tags: {known}")
+        if len(manifests) != 1:
+            known = ", ".join(sorted(filter(None, map(name, manifests)))) or "none"
+            raise ConfigError(f"{self.text}: the layout holds {len(manifests)} manifests",
+                              hint=f"name one: oci:PATH:TAG, TAG one of {known}")
+        return manifests[0]
+
+    def identify(self) -> Identity:
+        config_desc = self.manifest().get("config") or {}
+        config = self._read_blob(config_desc)
+        return Identity(config, config_desc["digest"])
+
+    def materialize(self, workdir: Path, progress: Callable[[int], None] | None = None) -> Materialized:
+        blobs = []
+        for number, desc in enumerate(self.manifest().get("layers") or (), start=1):
+            path = self._blob_path(desc.get("digest", ""))
+            if not path.is_file():
+                raise ConvertError(f"{self.text}: layer blob {desc.get('digest')} is missing from the layout")
+            blobs.append(LayerBlob(path, 0, path.stat().st_size, f"layer {number} ({short(desc['digest'])})",
+                                   digest=desc["digest"]))
+        return Materialized(self.identify().config or b"", blobs)
+
+
+def pick_platform(manifests: list[dict[str, Any]], what: str) -> dict[str, Any]:
+    """The entry of an image index for this host (linux/<arch>), as runtimes pick it."""
+    arch = host_arch()
+    for m in manifests:
+        plat = m.get("platform") or {}
+        if plat.get("architecture") == arch and plat.get("os", "linux") == "linux":
+            return m
+    found = ", ".join(f"{(m.get('platform') or {}).get('os')}/{(m.get('platform') or {}).get('architecture')}"
+                      for m in manifests)
+    raise ConvertError(f"{what}: the image index has no linux/{arch} image", hint=f"platforms: {found or 'none'}")

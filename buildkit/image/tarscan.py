@@ -1,0 +1,152 @@
+"""A fast reader of tar *headers* (pass 1 of the flattener): seek from header to header, never read data.
+
+It understands what container layers contain: ustar/GNU/PAX headers, PAX extended records (long names,
+xattrs, large sizes and ids, fractional mtimes), GNU long names/links, and base-256 numbers. It is about
+four times faster than ``tarfile`` for this job, which matters for images with many small files. Sparse
+members are reported as such (the flattener refuses them); a bad header checksum is an error.
+"""
+
+from __future__ import annotations
+
+import tarfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+from ..errors import ConvertError
+
+BLOCK = 512
+ZERO = bytes(BLOCK)
+DATA_TYPES = (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.CONTTYPE)
+KNOWN = frozenset((*DATA_TYPES, tarfile.LNKTYPE, tarfile.SYMTYPE, tarfile.CHRTYPE, tarfile.BLKTYPE,
+                   tarfile.DIRTYPE, tarfile.FIFOTYPE))
+
+
+@dataclass(slots=True)
+class Member:
+    """The header fields the flattener needs; offsets are absolute positions in the file."""
+
+    name: str
+    type: bytes
+    mode: int
+    uid: int
+    gid: int
+    mtime: float
+    size: int
+    linkname: str
+    offset: int
+    offset_data: int
+    pax_headers: dict[str, str] = field(default_factory=dict)
+    sparse: bool = False
+
+    def isreg(self) -> bool:
+        return self.type in DATA_TYPES
+
+    def isdir(self) -> bool:
+        return self.type == tarfile.DIRTYPE
+
+    def issym(self) -> bool:
+        return self.type == tarfile.SYMTYPE
+
+    def islnk(self) -> bool:
+        return self.type == tarfile.LNKTYPE
+
+    def ischr(self) -> bool:
+        return self.type == tarfile.CHRTYPE
+
+    def isblk(self) -> bool:
+        return self.type == tarfile.BLKTYPE
+
+    def isfifo(self) -> bool:
+        return self.type == tarfile.FIFOTYPE
+
+    def issparse(self) -> bool:
+        return self.sparse
+
+
+def _str(raw: bytes) -> str:
+    end = raw.find(b"\0")
+    return (raw if end < 0 else raw[:end]).decode("utf-8", "surrogateescape")
+
+
+def _num(raw: bytes) -> int:
+    if raw[:1] in (b"\x80", b"\xff"):  # base-256 (GNU)
+        value = int.from_bytes(raw[1:], "big")
+        return value - (1 << (8 * (len(raw) - 1))) if raw[0] == 0xFF else value
+    try:
+        return int(raw.rstrip(b"\0 ") or b"0", 8)  # the usual "0000644\0"
+    except ValueError:
+        text = raw.split(b"\0", 1)[0].strip(b" ")  # a NUL-terminated field with junk after it
+        return int(text, 8) if text else 0
+
+
+def _pax(data: bytes, what: str) -> dict[str, str]:
+    records: dict[str, str] = {}
+    pos = 0
+    while pos < len(data) and data[pos:pos + 1] != b"\0":
+        space = data.find(b" ", pos)
+        if space < 0:
+            raise ConvertError(f"{what}: malformed PAX header")
+        length = int(data[pos:space])
+        record = data[space + 1: pos + length - 1]  # without the trailing newline
+        key, _, value = record.partition(b"=")
+        records[key.decode("utf-8", "surrogateescape")] = value.decode("utf-8", "surrogateescape")
+        if length <= 0:
+            raise ConvertError(f"{what}: malformed PAX header")
+        pos += length
+    return records
+
+
+def scan(f: BinaryIO, start: int, end: int, what: str) -> Iterator[Member]:
+    """Every member of the tar at ``[start, end)`` of ``f`` (an unbuffered, seekable file)."""
+    pos = start
+    global_pax: dict[str, str] = {}  # replaced, never mutated: members may share it
+    pax: dict[str, str] | None = None
+    long_name: str | None = None
+    long_link: str | None = None
+    while pos + BLOCK <= end:
+        f.seek(pos)
+        buf = f.read(BLOCK)
+        if len(buf) < BLOCK or buf == ZERO:
+            return
+        checksum = _num(buf[148:156])
+        if checksum != sum(buf[:148]) + 256 + sum(buf[156:]):
+            raise ConvertError(f"{what}: bad tar header checksum at byte {pos - start}",
+                               hint="the layer is corrupt or not a tar")
+        kind = buf[156:157] or tarfile.REGTYPE
+        size = _num(buf[124:136])
+        header_at, data_at = pos, pos + BLOCK
+        pos = data_at + (size + BLOCK - 1) // BLOCK * BLOCK
+        if kind in (tarfile.XHDTYPE, b"X", tarfile.XGLTYPE, tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK):
+            f.seek(data_at)
+            data = f.read(size)
+            if kind == tarfile.XGLTYPE:
+                global_pax = {**global_pax, **_pax(data, what)}
+            elif kind in (tarfile.XHDTYPE, b"X"):
+                pax = _pax(data, what)
+            elif kind == tarfile.GNUTYPE_LONGNAME:
+                long_name = _str(data)
+            else:
+                long_link = _str(data)
+            continue
+        name = _str(buf[0:100])
+        if buf[257:263] == b"ustar\0" and buf[345:346] != b"\0":  # POSIX prefix (GNU puts times there)
+            name = _str(buf[345:500]) + "/" + name
+        headers = {**global_pax, **pax} if global_pax and pax else (pax or global_pax)
+        name = headers.get("path", long_name if long_name is not None else name)
+        member = Member(
+            name=name.rstrip("/") or name if kind == tarfile.DIRTYPE else name,
+            type=kind, mode=_num(buf[100:108]), uid=int(headers.get("uid", 0) or _num(buf[108:116])),
+            gid=int(headers.get("gid", 0) or _num(buf[116:124])),
+            mtime=float(headers.get("mtime", 0) or _num(buf[136:148])),
+            size=int(headers.get("size", size)),
+            linkname=headers.get("linkpath", long_link if long_link is not None else _str(buf[157:257])),
+            offset=header_at, offset_data=data_at, pax_headers=headers,
+            sparse=kind == tarfile.GNUTYPE_SPARSE or any(k.startswith("GNU.sparse.") for k in headers),
+        )
+        if "size" in headers:
+            pos = data_at + (member.size + BLOCK - 1) // BLOCK * BLOCK
+        if not member.isreg() and kind in KNOWN:
+            pos = data_at  # only regular files carry data
+        pax, long_name, long_link = None, None, None
+        yield member

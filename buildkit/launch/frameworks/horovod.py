@@ -1,0 +1,24 @@
+"""Horovod: one task per GPU started by srun with the site's MPI plugin, or horovodrun -H host:slots."""
+
+from __future__ import annotations
+
+from .. import runtime
+from ..plan import LaunchPlan
+from ..shell import q
+from . import Glue, host_list
+
+
+def glue(plan: LaunchPlan, exports: tuple[str, ...]) -> Glue:
+    slots = max(plan.gpus_per_node, 1) if plan.launcher == "horovodrun" else plan.tasks_per_node
+    setup = host_list(slots)
+    names = (*exports, "CKIT_HOSTS")
+    words = runtime.user_words(plan)
+    if plan.launcher != "horovodrun":
+        return Glue(setup, names, (runtime.step(plan, names, words, mpi=True),))
+    run = ["horovodrun", "-np", f"$((SLURM_JOB_NUM_NODES * {slots}))", "-H", '"${CKIT_HOSTS}"']
+    interface = plan.request.network_interface or (plan.site.network_interface if plan.request.gloo else None)
+    if plan.request.gloo:
+        run.append("--gloo")
+    if interface:
+        run += ["--network-interface", q(interface)]
+    return Glue(setup, names, (" ".join([*run, *runtime.program(plan, names, words)]),))

@@ -1,0 +1,26 @@
+"""TensorFlow MultiWorkerMirroredStrategy: TF_CONFIG per worker from the node list, index from SLURM_PROCID."""
+
+from __future__ import annotations
+
+from .. import runtime
+from ..plan import LaunchPlan
+from . import JOB_PORT, NODE_LIST, Glue
+
+PER_TASK = ('export TF_CONFIG="{\\"cluster\\": {\\"worker\\": ${CKIT_TF_WORKERS}}, '
+            '\\"task\\": {\\"type\\": \\"worker\\", \\"index\\": ${SLURM_PROCID}}}"; exec "$@"')
+
+
+def glue(plan: LaunchPlan, exports: tuple[str, ...]) -> Glue:
+    setup = (
+        NODE_LIST,
+        f"ckit_port={JOB_PORT}",
+        'ckit_workers=""',
+        'for ckit_node in "${ckit_nodes[@]}"; do',
+        f"  for ((ckit_i = 0; ckit_i < {plan.tasks_per_node}; ckit_i++)); do",
+        '    ckit_workers+="${ckit_workers:+, }\\"${ckit_node}:$((ckit_port + ckit_i))\\""',
+        "  done",
+        "done",
+        'export CKIT_TF_WORKERS="[${ckit_workers}]"',
+    )
+    names = (*exports, "CKIT_TF_WORKERS")
+    return Glue(setup, names, (runtime.step(plan, names, runtime.user_words(plan), task_script=PER_TASK),))

@@ -1,0 +1,1 @@
+"""OCI registry layer: references, credentials, the distribution API client and ORAS artifacts."""

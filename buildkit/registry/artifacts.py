@@ -1,0 +1,164 @@
+"""ORAS artifacts: a ``.sif`` or ``.sqsh`` file as one layer of an OCI manifest, pushed and pulled verified.
+
+Media types (the SIF ones are apptainer's, so ``apptainer pull oras://`` accepts what ckit pushes):
+
+| file | config media type | layer media type |
+|---|---|---|
+| `.sif` | `application/vnd.sylabs.sif.config.v1+json` | `application/vnd.sylabs.sif.layer.v1.sif` |
+| `.sqsh` | `application/vnd.ckit.enroot.config.v1+json` | `application/vnd.ckit.enroot.squashfs.v1` |
+
+The layer carries ``org.opencontainers.image.title`` (the file name); the manifest carries the annotations
+of :func:`buildkit.registry.annotations.for_artifact`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigError, IntegrityError, RegistryError
+from ..fsutil import atomic_path
+from .client import OCI_MANIFEST, Progress, RegistryClient
+from .reference import Reference
+from .streams import READ_SIZE, file_digest, sha256_digest
+
+TITLE = "org.opencontainers.image.title"
+EMPTY_CONFIG = b"{}"
+
+
+@dataclass(frozen=True)
+class ArtifactKind:
+    name: str
+    suffix: str
+    config_type: str
+    layer_type: str
+
+
+SIF = ArtifactKind("sif", ".sif", "application/vnd.sylabs.sif.config.v1+json",
+                   "application/vnd.sylabs.sif.layer.v1.sif")
+SQSH = ArtifactKind("sqsh", ".sqsh", "application/vnd.ckit.enroot.config.v1+json",
+                    "application/vnd.ckit.enroot.squashfs.v1")
+KINDS = (SIF, SQSH)
+
+
+def detect_kind(path: Path) -> ArtifactKind:
+    """A SIF (``SIF_MAGIC`` at byte 32) or a squashfs (``hsqs`` at byte 0); anything else is bad input."""
+    try:
+        with open(path, "rb") as src:
+            head = src.read(48)
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read ({err.strerror})") from err
+    if head[32:41] == b"SIF_MAGIC":
+        return SIF
+    if head[:4] == b"hsqs":
+        return SQSH
+    raise ConfigError(f"{path}: neither a SIF nor a squashfs file",
+                      hint="push a .sif or .sqsh made by `ckit convert`, or an image (oci:PATH, docker-archive:PATH)")
+
+
+def kind_of_manifest(manifest: dict) -> ArtifactKind | None:
+    config_type = (manifest.get("config") or {}).get("mediaType")
+    for kind in KINDS:
+        if config_type == kind.config_type:
+            return kind
+    return None
+
+
+def canonical_json(data: object) -> bytes:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def build_manifest(kind: ArtifactKind, layer_digest: str, layer_size: int, title: str,
+                   annotations: dict[str, str]) -> bytes:
+    manifest: dict[str, object] = {
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": {"mediaType": kind.config_type, "digest": sha256_digest(EMPTY_CONFIG), "size": len(EMPTY_CONFIG)},
+        "layers": [{"mediaType": kind.layer_type, "digest": layer_digest, "size": layer_size,
+                    "annotations": {TITLE: title}}],
+    }
+    if annotations:
+        manifest["annotations"] = dict(sorted(annotations.items()))
+    return canonical_json(manifest)
+
+
+@dataclass(frozen=True)
+class PushResult:
+    reference: str
+    digest: str
+    kind: str
+    size: int
+    uploaded_bytes: int
+
+
+def push_artifact(client: RegistryClient, ref: Reference, path: Path, annotations: dict[str, str],
+                  progress: Progress | None = None, hash_progress: Progress | None = None) -> PushResult:
+    kind = detect_kind(path)
+    digest, size = file_digest(str(path), hash_progress)
+    repo = ref.repository
+    uploaded = client.upload_blob(repo, io.BytesIO(EMPTY_CONFIG), sha256_digest(EMPTY_CONFIG), len(EMPTY_CONFIG))
+    uploaded += client.upload_blob(repo, path, digest, size, progress=progress)
+    manifest = build_manifest(kind, digest, size, path.name, annotations)
+    manifest_digest = client.put_manifest(repo, ref.tag or ref.reference, manifest, OCI_MANIFEST)
+    return PushResult(str(ref.with_digest(manifest_digest)), manifest_digest, kind.name, size, uploaded)
+
+
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,200}$")
+
+
+def output_name(ref: Reference, kind: ArtifactKind, title: str | None) -> str:
+    """The layer's title when it is a plain file name, else ``<repo-basename>_<tag>.<suffix>``."""
+    if title and _SAFE_NAME.match(title) and title not in (".", ".."):
+        return title
+    tag = ref.tag or (ref.digest or "latest").replace("sha256:", "")[:12]
+    return f"{ref.repository.rsplit('/', 1)[-1]}_{tag}{kind.suffix}"
+
+
+@dataclass(frozen=True)
+class PullResult:
+    path: Path
+    digest: str
+    manifest_digest: str
+    kind: str
+    size: int
+    annotations: dict[str, str]
+
+
+def fetch_artifact_manifest(client: RegistryClient, ref: Reference) -> tuple[dict, str, ArtifactKind | None]:
+    manifest = client.get_manifest(ref.repository, ref.reference)
+    if ref.digest and manifest.digest != ref.digest:
+        raise IntegrityError(f"manifest of {ref} has digest {manifest.digest}")
+    data = manifest.json()
+    return data, manifest.digest, kind_of_manifest(data)
+
+
+def pull_artifact(client: RegistryClient, ref: Reference, out_dir: Path, progress: Progress | None = None,
+                  name: str | None = None) -> PullResult:
+    """Download the artifact's layer into ``out_dir``; it appears at its final path only once verified."""
+    data, manifest_digest, kind = fetch_artifact_manifest(client, ref)
+    if kind is None:
+        raise RegistryError(f"{ref} is not a .sif or .sqsh artifact (config media type "
+                            f"{(data.get('config') or {}).get('mediaType')!r})",
+                            hint="for a container image, pull with --to sif or --to sqsh to convert it")
+    layers = [x for x in data.get("layers", []) if x.get("mediaType") == kind.layer_type]
+    if len(layers) != 1:
+        raise RegistryError(f"{ref}: expected one {kind.layer_type} layer, found {len(layers)}")
+    layer = layers[0]
+    final = out_dir / (name or output_name(ref, kind, (layer.get("annotations") or {}).get(TITLE)))
+    size = int(layer["size"])
+    download_verified(client, ref.repository, layer["digest"], size, final, progress)
+    return PullResult(final, layer["digest"], manifest_digest, kind.name, size,
+                      dict(data.get("annotations") or {}))
+
+
+def download_verified(client: RegistryClient, repo: str, digest: str, size: int, final: Path,
+                      progress: Progress | None = None) -> None:
+    """Stream a blob into a temp file next to ``final``, check it, then rename; nothing is left on error."""
+    with atomic_path(final) as tmp, open(tmp, "wb") as out, client.open_blob(repo, digest, size) as blob:
+        while chunk := blob.read(READ_SIZE):
+            out.write(chunk)
+            if progress:
+                progress(len(chunk))

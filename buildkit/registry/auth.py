@@ -1,0 +1,165 @@
+"""Registry credentials, found and stored the way docker does.
+
+Lookup order for a registry host:
+
+1. ``CKIT_REGISTRY_USER`` + ``CKIT_REGISTRY_PASSWORD`` (CI), limited to ``CKIT_REGISTRY_HOST`` when that is set;
+2. docker's config file (``$DOCKER_CONFIG/config.json``, else ``~/.docker/config.json``): ``credHelpers[host]``,
+   then ``auths[host].auth`` (base64 ``user:password``) or ``identitytoken``, then the ``credsStore`` helper.
+
+Helpers (``docker-credential-NAME get|store|erase``) receive the secret on stdin, never in argv.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import process
+from ..errors import ConfigError, RegistryError
+from ..fsutil import atomic_path
+from .reference import DOCKER_HUB
+
+ENV_USER = "CKIT_REGISTRY_USER"
+ENV_PASSWORD = "CKIT_REGISTRY_PASSWORD"  # noqa: S105 - the variable's name, not a secret
+ENV_HOST = "CKIT_REGISTRY_HOST"
+DOCKER_HUB_KEY = "https://index.docker.io/v1/"
+TOKEN_USER = "<token>"  # noqa: S105 - docker's marker for identity tokens
+
+
+@dataclass(frozen=True)
+class Credentials:
+    username: str
+    password: str = field(repr=False)
+    source: str = ""
+
+    @property
+    def is_identity_token(self) -> bool:
+        return self.username == TOKEN_USER
+
+    def secrets(self) -> list[str]:
+        return [self.password, base64.b64encode(f"{self.username}:{self.password}".encode()).decode()]
+
+
+def docker_config_path() -> Path:
+    base = os.environ.get("DOCKER_CONFIG")
+    return Path(base) / "config.json" if base else Path.home() / ".docker" / "config.json"
+
+
+def _config_keys(host: str) -> list[str]:
+    if host == DOCKER_HUB:
+        return [DOCKER_HUB_KEY, "index.docker.io", DOCKER_HUB, "registry-1.docker.io"]
+    return [host, f"https://{host}", f"http://{host}", f"https://{host}/v2/", f"https://{host}/v1/"]
+
+
+def load_docker_config(path: Path | None = None) -> dict:
+    path = path or docker_config_path()
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{path}: not a readable docker config file ({err.__class__.__name__})",
+                          hint="fix or remove the file, then run ckit login again") from err
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a JSON object")
+    return data
+
+
+def from_env(host: str) -> Credentials | None:
+    user, password = os.environ.get(ENV_USER), os.environ.get(ENV_PASSWORD)
+    only = os.environ.get(ENV_HOST)
+    if user and password and (not only or only == host):
+        return Credentials(user, password, source="environment")
+    return None
+
+
+def _decode_auth(value: str, path: Path, key: str) -> Credentials:
+    try:
+        user, sep, password = base64.b64decode(value, validate=True).decode().partition(":")
+    except (ValueError, UnicodeDecodeError):
+        sep = ""
+    if not sep:
+        raise ConfigError(f"{path}: auths[{key!r}].auth is not base64 'user:password'",
+                          hint=f"run ckit login {key} again")
+    return Credentials(user, password, source=str(path))
+
+
+def resolve(host: str, config_path: Path | None = None) -> Credentials | None:
+    """Credentials for ``host`` or None (anonymous)."""
+    found = from_env(host)
+    if found:
+        return found
+    path = config_path or docker_config_path()
+    config = load_docker_config(path)
+    keys = _config_keys(host)
+    helpers = config.get("credHelpers") or {}
+    for key in keys:
+        if key in helpers:
+            return helper_get(helpers[key], key)
+    auths = config.get("auths") or {}
+    for key in keys:
+        entry = auths.get(key)
+        if not isinstance(entry, dict):
+            continue
+        if entry.get("identitytoken"):
+            return Credentials(TOKEN_USER, entry["identitytoken"], source=str(path))
+        if entry.get("auth"):
+            return _decode_auth(entry["auth"], path, key)
+        if entry.get("username") and entry.get("password"):
+            return Credentials(entry["username"], entry["password"], source=str(path))
+    store = config.get("credsStore")
+    if store:
+        return helper_get(store, keys[0])
+    return None
+
+
+def _helper_argv(helper: str, action: str) -> list[str]:
+    name = f"docker-credential-{helper}"
+    process.require(name, purpose=f"read registry credentials (credsStore/credHelpers {helper!r})")
+    return [name, action]
+
+
+def helper_get(helper: str, server: str) -> Credentials | None:
+    result = process.run(_helper_argv(helper, "get"), input=server, check=False, step="credential helper")
+    if result.returncode != 0:
+        if "credentials not found" in (result.stdout + result.stderr).lower():
+            return None
+        raise RegistryError(f"credential helper docker-credential-{helper} failed for {server} "
+                            f"(exit code {result.returncode})", hint="check the helper, or run ckit login again")
+    try:
+        data = json.loads(result.stdout)
+        return Credentials(data["Username"], data["Secret"], source=f"docker-credential-{helper}")
+    except (ValueError, KeyError, TypeError) as err:
+        raise RegistryError(f"credential helper docker-credential-{helper} returned no usable credentials") from err
+
+
+def _helper_store(helper: str, server: str, creds: Credentials) -> None:
+    payload = json.dumps({"ServerURL": server, "Username": creds.username, "Secret": creds.password})
+    process.run(_helper_argv(helper, "store"), input=payload, step="credential helper", secrets=creds.secrets())
+
+
+def _write_private(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with atomic_path(path, mode=0o600) as tmp:  # the temp file is 0600 from its creation
+        tmp.write_text(json.dumps(data, indent="\t") + "\n", encoding="utf-8")
+
+
+def store(host: str, creds: Credentials, config_path: Path | None = None) -> str:
+    """Save credentials like ``docker login``; return where they went (file path or helper name)."""
+    path = config_path or docker_config_path()
+    config = load_docker_config(path)
+    key = DOCKER_HUB_KEY if host == DOCKER_HUB else host
+    helper = (config.get("credHelpers") or {}).get(key) or config.get("credsStore")
+    if helper:
+        _helper_store(helper, key, creds)
+        config.setdefault("auths", {})[key] = {}
+        _write_private(path, config)
+        return f"docker-credential-{helper}"
+    auth = base64.b64encode(f"{creds.username}:{creds.password}".encode()).decode()
+    config.setdefault("auths", {})[key] = {"auth": auth}
+    _write_private(path, config)
+    return str(path)
+

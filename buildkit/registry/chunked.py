@@ -1,0 +1,105 @@
+"""Chunked blob upload (PATCH with Content-Range) that resumes after a broken chunk or restarts cleanly.
+
+After a failed chunk the upload's status (``GET`` on its location, ``Range: 0-N``) says how much the
+registry kept; the upload goes on from there. When the registry forgot the upload (404), it starts over
+once per chunk failure, up to :data:`MAX_RESTARTS` times.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, BinaryIO
+
+import requests
+
+from ..errors import RegistryError
+from .streams import LimitedReader
+from .tokens import scope_for
+
+if TYPE_CHECKING:
+    from .client import RegistryClient
+
+log = logging.getLogger("ckit.registry")
+
+MAX_RESTARTS = 3
+
+
+class ChunkedUpload:
+    def __init__(self, client: RegistryClient, repo: str, location: str, stream: BinaryIO, digest: str,
+                 size: int, progress: Callable[[int], None] | None) -> None:
+        self.client = client
+        self.repo = repo
+        self.location = location
+        self.stream = stream
+        self.digest = digest
+        self.size = size
+        self.progress = progress
+        self.scopes = [scope_for(repo, "pull,push")]
+        self.start = stream.tell()
+        self.sent = 0
+        self.reported = 0
+
+    def _report(self, upto: int) -> None:
+        if self.progress and upto > self.reported:
+            self.progress(upto - self.reported)
+            self.reported = upto
+
+    def run(self) -> int:
+        offset = 0
+        failures = 0
+        while offset < self.size:
+            end = min(offset + self.client.chunk_size, self.size)
+            try:
+                offset = self._send_chunk(offset, end)
+                self._report(offset)
+            except (requests.RequestException, RegistryError, OSError) as err:
+                failures += 1
+                if failures > MAX_RESTARTS:
+                    raise RegistryError(f"upload of blob {self.digest} to {self.client.host}/{self.repo} "
+                                        f"failed {failures} times; last error: {err}") from err
+                offset = self._recover()
+                log.debug("chunk upload failed (%s); going on from byte %d", err.__class__.__name__, offset)
+        self.client.request("PUT", self.client.with_param(self.location, "digest", self.digest), self.scopes,
+                            ok=(201,), headers={"Content-Length": "0"},
+                            what=f"finish upload of {self.digest} to {self.client.host}/{self.repo}")
+        return self.sent
+
+    def _body(self, offset: int, length: int) -> Callable[[], LimitedReader]:
+        def body() -> LimitedReader:
+            self.stream.seek(self.start + offset)
+            self.sent += length
+            return LimitedReader(self.stream, length)
+        return body
+
+    def _send_chunk(self, offset: int, end: int) -> int:
+        length = end - offset
+        response = self.client.request(
+            "PATCH", self.location, self.scopes, ok=(202,), body=self._body(offset, length),
+            headers={"Content-Type": "application/octet-stream", "Content-Length": str(length),
+                     "Content-Range": f"{offset}-{end - 1}"},
+            what=f"upload chunk of {self.digest} to {self.client.host}/{self.repo}")
+        self.location = self.client.location_of(response)
+        return self._range_end(response, default=end)
+
+    @staticmethod
+    def _range_end(response: requests.Response, default: int) -> int:
+        value = response.headers.get("Range", "")
+        if "-" not in value:
+            return default
+        last = int(value.rsplit("-", 1)[1])
+        return 0 if last <= 0 else last + 1  # distribution says "0-0" for an empty upload
+
+    def _recover(self) -> int:
+        """Where to go on from: the registry's kept range, or 0 on a new upload when it forgot this one."""
+        try:
+            response = self.client.request("GET", self.location, self.scopes, ok=(204, 200, 404))
+        except RegistryError:
+            response = None
+        if response is not None and response.status_code in (200, 204):
+            self.location = self.client.location_of(response) if response.headers.get("Location") else self.location
+            return self._range_end(response, default=0)
+        response = self.client.request("POST", f"/v2/{self.repo}/blobs/uploads/", self.scopes, ok=(202,),
+                                       what=f"restart upload to {self.client.host}/{self.repo}")
+        self.location = self.client.location_of(response)
+        return 0

@@ -1,0 +1,316 @@
+"""The OCI distribution API over ``requests``: manifests, verified blob streams, deduplicated uploads.
+
+Transport: TLS verified by default (``ca_file`` for a private CA). ``insecure=True`` skips verification and
+allows plain http; loopback hosts (127.0.0.1, localhost) may also fall back to plain http when the server
+does not speak TLS. Credentials and tokens never appear in messages (see :mod:`.tokens`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import requests
+import urllib3
+
+from ..errors import ConfigError, IntegrityError, RegistryError
+from ..process import redact
+from . import auth as auth_mod
+from .reference import Reference, is_loopback, parse
+from .streams import LimitedReader, VerifyingReader, sha256_digest
+from .tokens import Authenticator, scope_for
+
+log = logging.getLogger("ckit.registry")
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
+MANIFEST_TYPES = (OCI_MANIFEST, OCI_INDEX, DOCKER_MANIFEST, DOCKER_LIST)
+ACCEPT_ALL = ", ".join(MANIFEST_TYPES)
+CHUNK_SIZE = 64 << 20
+MAX_MANIFEST = 4 << 20
+AUTO: Any = object()  # "find credentials the docker way"
+
+Progress = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class Manifest:
+    data: bytes
+    media_type: str
+    digest: str
+
+    def json(self) -> dict[str, Any]:
+        return json.loads(self.data)
+
+
+@dataclass(frozen=True)
+class ManifestHead:
+    digest: str
+    media_type: str
+    size: int
+
+
+class RegistryClient:
+    """One registry host. Methods take the repository path (``team/app``) and a tag or digest."""
+
+    chunk_size = CHUNK_SIZE
+
+    def __init__(self, host: str, *, insecure: bool = False, ca_file: Path | None = None,
+                 credentials: auth_mod.Credentials | None = AUTO) -> None:
+        if ca_file is not None and not Path(ca_file).is_file():
+            raise ConfigError(f"--ca-file {ca_file}: no such file", hint="give the PEM file of the registry's CA")
+        self.host = host
+        self.insecure = insecure
+        self.verify: bool | str = str(ca_file) if ca_file else not insecure
+        self.session = requests.Session()
+        self.session.headers["User-Agent"] = "ckit"
+        if credentials is AUTO:
+            credentials = auth_mod.resolve(host)
+        self.auth = Authenticator(host, self.session, credentials, verify=self.verify)
+        self._base: str | None = None
+        self.bytes_uploaded = 0
+        if insecure:
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+
+    @classmethod
+    def for_reference(cls, ref: Reference | str, insecure: bool = False,
+                      ca_file: Path | None = None) -> RegistryClient:
+        ref = parse(ref) if isinstance(ref, str) else ref
+        return cls(ref.api_host, insecure=insecure, ca_file=ca_file)
+
+    # -- transport -------------------------------------------------------------------------------------
+
+    def _unreachable(self, url: str, err: Exception) -> RegistryError:
+        reason = str(getattr(err, "args", [""])[0] if err.args else err)
+        if "refused" in reason.lower():
+            why = "connection refused"
+        elif "timed out" in reason.lower() or isinstance(err, requests.Timeout):
+            why = "timed out"
+        elif "resolve" in reason.lower() or "name or service" in reason.lower():
+            why = "unknown host"
+        else:
+            why = err.__class__.__name__
+        return RegistryError(f"cannot reach registry {self.host} ({url}): {why}",
+                             hint="check the registry address and port, and that it is running")
+
+    def base_url(self) -> str:
+        """``https://host`` or, where allowed and the server speaks no TLS, ``http://host``; probed once."""
+        if self._base is not None:
+            return self._base
+        plain_ok = (self.insecure or is_loopback(self.host)) and not isinstance(self.verify, str)
+        for scheme in ("https", "http") if plain_ok else ("https",):
+            url = f"{scheme}://{self.host}/v2/"
+            try:
+                response = self.session.get(url, verify=self.verify, timeout=30)
+            except requests.exceptions.SSLError as err:
+                text = str(err)
+                if plain_ok and ("WRONG_VERSION_NUMBER" in text or "record layer failure" in text):
+                    continue
+                raise RegistryError(f"TLS connection to registry {self.host} failed: the certificate is not "
+                                    f"trusted or does not match", hint="pass --ca-file PATH for a private CA, "
+                                    "or --insecure to skip verification") from err
+            except requests.RequestException as err:
+                raise self._unreachable(url, err) from err
+            if response.status_code == 401:
+                self.auth.learn(response)
+            elif response.status_code not in (200,):
+                raise RegistryError(f"{url} answered {response.status_code}: not an OCI registry")
+            self._base = f"{scheme}://{self.host}"
+            log.debug("registry %s at %s", self.host, self._base)
+            return self._base
+        raise RegistryError(f"cannot reach registry {self.host}")
+
+    def request(self, method: str, path: str, scopes: Sequence[str], *, ok: Sequence[int] = (200,),
+                headers: dict[str, str] | None = None, body: Callable[[], Any] | None = None,
+                params: dict[str, str] | None = None, stream: bool = False, what: str = "") -> requests.Response:
+        """Send a request with auth; retry after a 401 once the challenge is answered. ``body`` makes a
+        fresh request body for each attempt."""
+        url = path if path.startswith(("http://", "https://")) else self.base_url() + path
+        for _attempt in range(3):
+            auth_headers = self.auth.headers(scopes)
+            try:
+                response = self.session.request(
+                    method, url, headers={**(headers or {}), **auth_headers}, data=body() if body else None,
+                    params=params, stream=stream, verify=self.verify, timeout=(30, 300))
+            except requests.RequestException as err:
+                raise self._unreachable(url.split("?")[0], err) from err
+            if response.status_code != 401:
+                break
+            response.close()
+            self.auth.on_unauthorized(response, scopes, sent_auth=bool(auth_headers))
+        if response.status_code not in ok:
+            error = self._error(response, what or f"{method} {path.split('?')[0]}")
+            error.message = redact(error.message, self.auth.secrets())
+            raise error
+        return response
+
+    def _error(self, response: requests.Response, what: str) -> RegistryError:
+        codes, messages = [], []
+        try:
+            for item in response.json().get("errors", []):
+                codes.append(item.get("code", ""))
+                messages.append(item.get("message", ""))
+        except (ValueError, AttributeError):
+            pass
+        status = response.status_code
+        detail = "; ".join(f"{c}: {m}" if m else c for c, m in zip(codes, messages, strict=False))
+        if status == 404:
+            return RegistryError(f"{what}: not found on {self.host}" + (f" ({detail})" if detail else ""),
+                                 hint="check the repository and tag")
+        if status == 403:
+            return RegistryError(f"{what}: access denied by {self.host}",
+                                 hint="the account may not access this repository")
+        if status == 401:
+            return RegistryError(f"{what}: {self.host} still asks for authentication",
+                                 hint=f"run `ckit login {self.host}`")
+        return RegistryError(f"{what}: registry {self.host} answered {status}" + (f" ({detail})" if detail else ""))
+
+    def check_login(self) -> bool:
+        """Check the credentials against ``/v2/``; False when the registry asks for none."""
+        self.base_url()
+        if self.auth.challenge is None:
+            return False
+        self.request("GET", "/v2/", [], what=f"login to {self.host}")
+        return True
+
+    # -- manifests -------------------------------------------------------------------------------------
+
+    def get_manifest(self, repo: str, reference: str, accept: str = ACCEPT_ALL) -> Manifest:
+        response = self.request("GET", f"/v2/{repo}/manifests/{reference}", [scope_for(repo, "pull")],
+                                headers={"Accept": accept}, what=f"manifest {self.host}/{repo}:{reference}")
+        data = response.content
+        if len(data) > MAX_MANIFEST:
+            raise RegistryError(f"manifest {self.host}/{repo}:{reference} is larger than {MAX_MANIFEST} bytes")
+        digest = sha256_digest(data)
+        if reference.startswith("sha256:") and digest != reference:
+            raise IntegrityError(f"manifest {self.host}/{repo}@{reference} does not match its digest "
+                                 f"(got {digest})", hint="the registry's copy is corrupt or was altered")
+        media_type = response.headers.get("Content-Type", "").split(";")[0].strip()
+        if media_type not in MANIFEST_TYPES:
+            media_type = json.loads(data).get("mediaType", media_type)
+        return Manifest(data, media_type, digest)
+
+    def head_manifest(self, repo: str, reference: str, accept: str = ACCEPT_ALL) -> ManifestHead:
+        response = self.request("HEAD", f"/v2/{repo}/manifests/{reference}", [scope_for(repo, "pull")],
+                                headers={"Accept": accept}, what=f"manifest {self.host}/{repo}:{reference}")
+        digest = response.headers.get("Docker-Content-Digest")
+        if not digest:
+            return self._head_from_get(repo, reference, accept)
+        return ManifestHead(digest, response.headers.get("Content-Type", "").split(";")[0].strip(),
+                            int(response.headers.get("Content-Length") or 0))
+
+    def _head_from_get(self, repo: str, reference: str, accept: str) -> ManifestHead:
+        manifest = self.get_manifest(repo, reference, accept)
+        return ManifestHead(manifest.digest, manifest.media_type, len(manifest.data))
+
+    def put_manifest(self, repo: str, reference: str, data: bytes, media_type: str) -> str:
+        digest = sha256_digest(data)
+        response = self.request("PUT", f"/v2/{repo}/manifests/{reference}", [scope_for(repo, "pull,push")],
+                                ok=(201, 200), headers={"Content-Type": media_type}, body=lambda: data,
+                                what=f"push manifest {self.host}/{repo}:{reference}")
+        returned = response.headers.get("Docker-Content-Digest", digest)
+        if returned != digest:
+            raise IntegrityError(f"registry {self.host} stored manifest {repo}:{reference} as {returned}, "
+                                 f"expected {digest}")
+        return digest
+
+    # -- blobs -----------------------------------------------------------------------------------------
+
+    def blob_exists(self, repo: str, digest: str) -> bool:
+        response = self.request("HEAD", f"/v2/{repo}/blobs/{digest}", [scope_for(repo, "pull")], ok=(200, 404))
+        return response.status_code == 200
+
+    @contextmanager
+    def open_blob(self, repo: str, digest: str, size: int | None = None) -> Iterator[VerifyingReader]:
+        """A file-like object over the blob that checks its sha256 (and size) while streaming.
+
+        Reading to the end, or leaving the block normally, raises IntegrityError on a mismatch.
+        """
+        response = self.request("GET", f"/v2/{repo}/blobs/{digest}", [scope_for(repo, "pull")], stream=True,
+                                what=f"blob {self.host}/{repo}@{digest}")
+        reader = VerifyingReader(response.raw, digest, size, f"blob {digest} of {self.host}/{repo}")
+        try:
+            yield reader
+            reader.drain()
+        finally:
+            response.close()
+
+    def upload_blob(self, repo: str, source: Path | BinaryIO, digest: str, size: int,
+                    progress: Progress | None = None, mount_from: str | None = None) -> int:
+        """Upload a blob unless the registry has it; return the bytes sent (0 when skipped or mounted)."""
+        if self.blob_exists(repo, digest):
+            log.debug("blob %s already in %s/%s", digest, self.host, repo)
+            if progress:
+                progress(size)
+            return 0
+        location = self._start_upload(repo, digest, mount_from)
+        if location is None:
+            if progress:
+                progress(size)
+            return 0
+        owned = isinstance(source, (str, Path))
+        stream: BinaryIO = open(source, "rb") if owned else source  # noqa: SIM115 - closed below
+        try:
+            if size <= self.chunk_size or not stream.seekable():
+                sent = self._put_whole(repo, location, stream, digest, size, progress)
+            else:
+                sent = self._put_chunks(repo, location, stream, digest, size, progress)
+        finally:
+            if owned:
+                stream.close()
+        self.bytes_uploaded += sent
+        return sent
+
+    def _start_upload(self, repo: str, digest: str, mount_from: str | None) -> str | None:
+        scopes = [scope_for(repo, "pull,push")]
+        params = None
+        if mount_from and mount_from != repo:
+            params = {"mount": digest, "from": mount_from}
+            scopes.append(scope_for(mount_from, "pull"))
+        response = self.request("POST", f"/v2/{repo}/blobs/uploads/", scopes, ok=(201, 202), params=params,
+                                what=f"start upload to {self.host}/{repo}")
+        if response.status_code == 201:
+            log.debug("blob %s mounted from %s", digest, mount_from)
+            return None
+        return self.location_of(response)
+
+    def location_of(self, response: requests.Response) -> str:
+        location = response.headers.get("Location")
+        if not location:
+            raise RegistryError(f"registry {self.host} gave no upload location")
+        if location.startswith("/"):
+            location = self.base_url() + location
+        return location
+
+    @staticmethod
+    def with_param(location: str, key: str, value: str) -> str:
+        return f"{location}{'&' if '?' in location else '?'}{key}={value}"
+
+    def _put_whole(self, repo: str, location: str, stream: BinaryIO, digest: str, size: int,
+                   progress: Progress | None) -> int:
+        start = stream.tell() if stream.seekable() else 0
+
+        def body() -> LimitedReader:
+            if stream.seekable():
+                stream.seek(start)
+            return LimitedReader(stream, size, progress)
+
+        self.request("PUT", self.with_param(location, "digest", digest), [scope_for(repo, "pull,push")],
+                     ok=(201,), body=body, headers={"Content-Type": "application/octet-stream",
+                                                    "Content-Length": str(size)},
+                     what=f"upload blob {digest} to {self.host}/{repo}")
+        return size
+
+    def _put_chunks(self, repo: str, location: str, stream: BinaryIO, digest: str, size: int,
+                    progress: Progress | None) -> int:
+        from .chunked import ChunkedUpload
+
+        upload = ChunkedUpload(self, repo, location, stream, digest, size, progress)
+        return upload.run()

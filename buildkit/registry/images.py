@@ -1,0 +1,189 @@
+"""Container images pushed straight through the registry API (no daemon): OCI layouts and docker archives.
+
+Blobs go up first (each HEAD-checked, so a repeat push sends nothing), then the manifest with ckit's
+annotations. A docker archive (``docker save`` / ``podman save``) becomes an OCI manifest whose layers keep
+their bytes (``tar`` or ``tar+gzip``), so layer digests equal those in the archive.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tarfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, IntegrityError
+from .artifacts import canonical_json
+from .client import DOCKER_LIST, OCI_INDEX, OCI_MANIFEST, Progress, RegistryClient
+from .reference import Reference
+from .streams import READ_SIZE, sha256_digest
+
+OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
+OCI_LAYER_TAR = "application/vnd.oci.image.layer.v1.tar"
+OCI_LAYER_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
+OCI_LAYER_ZSTD = "application/vnd.oci.image.layer.v1.tar+zstd"
+REF_NAME = "org.opencontainers.image.ref.name"
+
+Annotate = Callable[[dict[str, str]], dict[str, str]]  # image labels -> manifest annotations
+
+
+@dataclass(frozen=True)
+class ImagePushResult:
+    reference: str
+    digest: str
+    size: int
+    uploaded_bytes: int | None  # None when the engine pushed (it does not say)
+    labels: dict[str, str]
+
+
+def _labels(config_bytes: bytes) -> dict[str, str]:
+    try:
+        config = json.loads(config_bytes)
+    except ValueError:
+        return {}
+    return {k: str(v) for k, v in ((config.get("config") or {}).get("Labels") or {}).items()}
+
+
+def with_annotations(manifest: bytes, media_type: str, annotations: dict[str, str]) -> bytes:
+    """The manifest with ``annotations`` merged in (OCI types only: Docker schema 2 has no annotations)."""
+    if media_type not in (OCI_MANIFEST, OCI_INDEX) or not annotations:
+        return manifest
+    data = json.loads(manifest)
+    data["annotations"] = dict(sorted({**(data.get("annotations") or {}), **annotations}.items()))
+    return canonical_json(data)
+
+
+# -- OCI layout --------------------------------------------------------------------------------------------
+
+
+class OciLayout:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        if not (root / "oci-layout").is_file() or not (root / "index.json").is_file():
+            raise ConfigError(f"oci:{root}: not an OCI image layout (no oci-layout/index.json)",
+                              hint="write one with `skopeo copy … oci:DIR:TAG`")
+
+    def blob_path(self, digest: str) -> Path:
+        algorithm, _, hexdigest = digest.partition(":")
+        path = self.root / "blobs" / algorithm / hexdigest
+        if not path.is_file():
+            raise ConfigError(f"oci:{self.root}: blob {digest} is missing")
+        return path
+
+    def read_blob(self, digest: str) -> bytes:
+        data = self.blob_path(digest).read_bytes()
+        if sha256_digest(data) != digest:
+            raise IntegrityError(f"oci:{self.root}: blob {digest} does not match its digest")
+        return data
+
+    def select(self, tag: str | None) -> dict[str, Any]:
+        manifests = json.loads((self.root / "index.json").read_text()).get("manifests", [])
+        if tag:
+            found = [m for m in manifests if (m.get("annotations") or {}).get(REF_NAME) == tag]
+        else:
+            found = manifests
+        if len(found) != 1:
+            names = sorted({(m.get("annotations") or {}).get(REF_NAME, m.get("digest", "")) for m in manifests})
+            what = f"tag {tag!r}" if tag else "an image (the layout holds several)"
+            raise ConfigError(f"oci:{self.root}: cannot find {what}", hint=f"write oci:{self.root}:TAG, one of: "
+                              + ", ".join(names))
+        return found[0]
+
+
+def push_oci_layout(client: RegistryClient, ref: Reference, root: Path, tag: str | None, annotate: Annotate,
+                    progress: Progress | None = None) -> ImagePushResult:
+    layout = OciLayout(root)
+    counter = [0, 0]
+    labels: dict[str, str] = {}
+
+    def push_manifest(desc: dict[str, Any], reference: str, top: bool) -> str:
+        data = layout.read_blob(desc["digest"])
+        body = json.loads(data)
+        media_type = desc.get("mediaType") or body.get("mediaType", OCI_MANIFEST)
+        if media_type in (OCI_INDEX, DOCKER_LIST):
+            for child in body.get("manifests", []):
+                push_manifest(child, child["digest"], top=False)
+        else:
+            config = body["config"]
+            if top:
+                labels.update(_labels(layout.read_blob(config["digest"])))
+            for blob in [config, *body.get("layers", [])]:
+                counter[0] += int(blob["size"])
+                counter[1] += client.upload_blob(ref.repository, layout.blob_path(blob["digest"]), blob["digest"],
+                                                 int(blob["size"]), progress=progress)
+        if top:
+            data = with_annotations(data, media_type, annotate(labels))
+        return client.put_manifest(ref.repository, reference, data, media_type)
+
+    digest = push_manifest(layout.select(tag), ref.tag or ref.reference, top=True)
+    return ImagePushResult(str(ref.with_digest(digest)), digest, counter[0], counter[1], labels)
+
+
+# -- docker archive --------------------------------------------------------------------------------------
+
+
+def _hash_member(archive: tarfile.TarFile, member: tarfile.TarInfo) -> tuple[str, bytes]:
+    src = archive.extractfile(member)
+    if src is None:
+        raise ConfigError(f"docker archive member {member.name} is not a file")
+    h = hashlib.sha256()
+    head = b""
+    while chunk := src.read(READ_SIZE):
+        if not head:
+            head = chunk[:4]
+        h.update(chunk)
+    return "sha256:" + h.hexdigest(), head
+
+
+def _layer_type(head: bytes) -> str:
+    if head[:2] == b"\x1f\x8b":
+        return OCI_LAYER_GZIP
+    if head[:4] == b"\x28\xb5\x2f\xfd":
+        return OCI_LAYER_ZSTD
+    return OCI_LAYER_TAR
+
+
+def push_docker_archive(client: RegistryClient, ref: Reference, path: Path, annotate: Annotate,
+                        progress: Progress | None = None) -> ImagePushResult:
+    try:
+        archive = tarfile.open(path, "r:")  # noqa: SIM115 - closed below
+    except (OSError, tarfile.TarError) as err:
+        raise ConfigError(f"docker-archive:{path}: not a readable tar archive ({err})") from err
+    with archive:
+        try:
+            entries = json.loads(archive.extractfile("manifest.json").read())  # type: ignore[union-attr]
+        except (KeyError, AttributeError, ValueError) as err:
+            raise ConfigError(f"docker-archive:{path}: no manifest.json",
+                              hint="write the archive with `docker save` or `podman save --format docker-archive`") from err
+        if len(entries) != 1:
+            raise ConfigError(f"docker-archive:{path}: holds {len(entries)} images; ckit pushes one")
+        entry = entries[0]
+        config_bytes = archive.extractfile(entry["Config"]).read()  # type: ignore[union-attr]
+        config_digest = sha256_digest(config_bytes)
+        uploaded = client.upload_blob(ref.repository, io.BytesIO(config_bytes), config_digest, len(config_bytes))
+        layers = []
+        total = len(config_bytes)
+        for name in entry["Layers"]:
+            member = archive.getmember(name)
+            digest, head = _hash_member(archive, member)
+            layers.append({"mediaType": _layer_type(head), "digest": digest, "size": member.size})
+            total += member.size
+            uploaded += client.upload_blob(ref.repository, archive.extractfile(member), digest,  # type: ignore[arg-type]
+                                           member.size, progress=progress)
+    labels = _labels(config_bytes)
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": {"mediaType": OCI_CONFIG, "digest": config_digest, "size": len(config_bytes)},
+        "layers": layers,
+    }
+    annotations = annotate(labels)
+    if annotations:
+        manifest["annotations"] = dict(sorted(annotations.items()))
+    digest = client.put_manifest(ref.repository, ref.tag or ref.reference, canonical_json(manifest), OCI_MANIFEST)
+    return ImagePushResult(str(ref.with_digest(digest)), digest, total, uploaded, labels)
+

@@ -1,0 +1,101 @@
+"""File-like helpers for blob transfers: a sha256-verifying reader and a length-limited body with progress."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import BinaryIO, Protocol
+
+from ..errors import IntegrityError
+
+READ_SIZE = 1 << 20
+
+
+class _Readable(Protocol):
+    def read(self, amt: int = ..., /) -> bytes: ...
+
+
+def sha256_digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def file_digest(path: str, progress: Callable[[int], None] | None = None) -> tuple[str, int]:
+    """sha256 digest and size of a file, read in 1 MiB pieces."""
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as src:
+        while chunk := src.read(READ_SIZE):
+            h.update(chunk)
+            size += len(chunk)
+            if progress:
+                progress(len(chunk))
+    return "sha256:" + h.hexdigest(), size
+
+
+class VerifyingReader:
+    """Reads from ``raw`` and checks the sha256 digest (and the size, when known) at the end of the data."""
+
+    def __init__(self, raw: _Readable, digest: str, size: int | None, what: str) -> None:
+        algorithm, _, self.expected = digest.partition(":")
+        if algorithm != "sha256":
+            raise IntegrityError(f"{what}: unsupported digest algorithm {algorithm!r}")
+        self.raw = raw
+        self.digest = digest
+        self.size = size
+        self.what = what
+        self.read_bytes = 0
+        self.verified = False
+        self._hash = hashlib.sha256()
+
+    def read(self, amt: int | None = -1) -> bytes:
+        if self.verified or amt == 0:
+            return b""
+        whole = amt is None or amt < 0
+        data = self.raw.read(None if whole else amt)
+        if not data:
+            self._check()
+            return b""
+        self._hash.update(data)
+        self.read_bytes += len(data)
+        if self.size is not None and self.read_bytes > self.size:
+            raise IntegrityError(f"{self.what} is larger than the {self.size} bytes its manifest says",
+                                 hint="the registry's copy is corrupt or was altered; nothing was written")
+        if whole:
+            self._check()
+        return data
+
+    def drain(self) -> None:
+        while self.read(READ_SIZE):
+            pass
+
+    def _check(self) -> None:
+        got = self._hash.hexdigest()
+        if got != self.expected:
+            raise IntegrityError(f"{self.what} does not match its digest (got sha256:{got})",
+                                 hint="the registry's copy is corrupt or was altered; nothing was written")
+        if self.size is not None and self.read_bytes != self.size:
+            raise IntegrityError(f"{self.what} has {self.read_bytes} bytes, its manifest says {self.size}")
+        self.verified = True
+
+
+class LimitedReader:
+    """At most ``size`` bytes of ``stream`` as a request body, reporting progress as they are sent."""
+
+    def __init__(self, stream: BinaryIO, size: int, progress: Callable[[int], None] | None = None) -> None:
+        self.stream = stream
+        self.remaining = size
+        self.size = size
+        self.progress = progress
+
+    def __len__(self) -> int:
+        return self.size
+
+    def read(self, amt: int = -1) -> bytes:
+        if self.remaining <= 0:
+            return b""
+        want = self.remaining if amt is None or amt < 0 else min(amt, self.remaining)
+        data = self.stream.read(want)
+        self.remaining -= len(data)
+        if self.progress and data:
+            self.progress(len(data))
+        return data

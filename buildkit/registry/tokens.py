@@ -1,0 +1,194 @@
+"""The registry auth handshake: ``WWW-Authenticate`` challenges, Basic, and Bearer tokens cached per scope.
+
+Implements the distribution token protocol: on a 401 the registry names a scheme; for ``Bearer`` it also
+names a token ``realm``, a ``service`` and the ``scope`` it wants. ckit fetches a token from the realm
+(with Basic credentials when it has them) and caches it per (realm, service, scope) until it expires.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import requests
+
+from ..errors import RegistryError
+from .auth import Credentials
+
+log = logging.getLogger("ckit.registry")
+
+DEFAULT_TOKEN_LIFETIME = 60  # seconds, as the token spec says when expires_in is missing
+EXPIRY_MARGIN = 5.0
+
+_PARAM_RE = re.compile(r'\s*([A-Za-z0-9_.-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]*))\s*(?:,|$)')
+
+
+@dataclass(frozen=True)
+class Challenge:
+    scheme: str  # lower case: "basic" or "bearer"
+    params: dict[str, str]
+
+
+def parse_challenge(header: str) -> Challenge | None:
+    """Parse one ``WWW-Authenticate`` value (the first challenge when several are given)."""
+    header = header.strip()
+    if not header:
+        return None
+    scheme, _, rest = header.partition(" ")
+    params: dict[str, str] = {}
+    pos = 0
+    rest = rest.strip()
+    while pos < len(rest):
+        match = _PARAM_RE.match(rest, pos)
+        if not match:
+            break
+        quoted, bare = match.group(2), match.group(3)
+        params[match.group(1).lower()] = re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else bare
+        pos = match.end()
+    return Challenge(scheme.lower(), params)
+
+
+def scope_for(repository: str, actions: str) -> str:
+    return f"repository:{repository}:{actions}"
+
+
+@dataclass
+class _Token:
+    value: str
+    expires_at: float
+
+
+class Authenticator:
+    """Adds ``Authorization`` headers to requests and answers 401 challenges for one registry host."""
+
+    def __init__(self, host: str, session: requests.Session, credentials: Credentials | None, *,
+                 verify: bool | str = True, clock: Callable[[], float] = time.monotonic) -> None:
+        self.host = host
+        self.session = session
+        self.credentials = credentials
+        self.verify = verify
+        self.clock = clock
+        self.challenge: Challenge | None = None
+        self._fresh = False
+        self._tokens: dict[tuple[str, str, tuple[str, ...]], _Token] = {}
+
+    def secrets(self) -> list[str]:
+        found = [t.value for t in self._tokens.values()]
+        return found + (self.credentials.secrets() if self.credentials else [])
+
+    def _basic_header(self) -> str:
+        assert self.credentials is not None
+        pair = f"{self.credentials.username}:{self.credentials.password}".encode()
+        return "Basic " + base64.b64encode(pair).decode()
+
+    def _key(self, scopes: Sequence[str]) -> tuple[str, str, tuple[str, ...]]:
+        assert self.challenge is not None
+        params = self.challenge.params
+        return params.get("realm", ""), params.get("service", ""), tuple(sorted(scopes))
+
+    def headers(self, scopes: Sequence[str]) -> dict[str, str]:
+        """Authorization header for a request needing ``scopes`` (fetching a token when the realm is known)."""
+        if self.challenge is None:
+            return {}
+        if self.challenge.scheme == "basic":
+            return {"Authorization": self._basic_header()} if self.credentials else {}
+        if self.challenge.scheme == "bearer":
+            token = self._tokens.get(self._key(scopes))
+            self._fresh = token is None or token.expires_at <= self.clock()
+            if self._fresh:
+                token = self._fetch_token(scopes)
+            return {"Authorization": f"Bearer {token.value}"}
+        return {}
+
+    def learn(self, response: requests.Response) -> None:
+        """Remember the scheme and realm a 401 names, so later requests authenticate up front."""
+        challenge = parse_challenge(response.headers.get("WWW-Authenticate", ""))
+        if challenge is not None and challenge.scheme in ("basic", "bearer"):
+            self.challenge = Challenge(challenge.scheme, {k: v for k, v in challenge.params.items()
+                                                          if k in ("realm", "service")})
+
+    def on_unauthorized(self, response: requests.Response, scopes: Sequence[str], sent_auth: bool) -> None:
+        """Learn from a 401; raise RegistryError when retrying cannot help."""
+        challenge = parse_challenge(response.headers.get("WWW-Authenticate", ""))
+        if challenge is None or challenge.scheme not in ("basic", "bearer"):
+            raise RegistryError(f"registry {self.host} refused the request (401) without a usable "
+                                f"authentication challenge")
+        if challenge.scheme == "basic":
+            if not self.credentials:
+                raise self._needs_login()
+            if sent_auth:
+                raise self._rejected()
+        elif sent_auth and self.challenge is not None and self.challenge.scheme == "bearer":
+            key = self._key(scopes)
+            self._tokens.pop(key, None)
+            if self._fresh and not self.credentials:
+                raise self._needs_login()
+            if self._fresh:
+                error = challenge.params.get("error", "unauthorized")
+                raise RegistryError(
+                    f"registry {self.host} rejected the access token from {key[0]} ({error}: the token is "
+                    f"expired, invalid or lacks the scope {' '.join(scopes)})",
+                    hint="check that the token server and the registry agree on the signing key, service name "
+                         "and clock, and that the account may access this repository")
+            log.debug("cached token for %s rejected; fetching a new one", " ".join(scopes))
+        self.learn(response)
+
+    def _needs_login(self) -> RegistryError:
+        return RegistryError(f"registry {self.host} requires authentication",
+                             hint=f"run `ckit login {self.host}` or set CKIT_REGISTRY_USER and "
+                                  f"CKIT_REGISTRY_PASSWORD")
+
+    def _rejected(self) -> RegistryError:
+        assert self.credentials is not None
+        return RegistryError(f"registry {self.host} rejected the credentials of user "
+                             f"{self.credentials.username!r} (from {self.credentials.source or 'options'})",
+                             hint=f"check the user name and password, then run `ckit login {self.host}`")
+
+    def _fetch_token(self, scopes: Sequence[str]) -> _Token:
+        assert self.challenge is not None
+        realm = self.challenge.params.get("realm")
+        if not realm:
+            raise RegistryError(f"registry {self.host} asked for a bearer token but named no realm")
+        params: list[tuple[str, str]] = []
+        if self.challenge.params.get("service"):
+            params.append(("service", self.challenge.params["service"]))
+        params += [("scope", s) for s in scopes]
+        auth = None
+        if self.credentials and not self.credentials.is_identity_token:
+            auth = (self.credentials.username, self.credentials.password)
+        try:
+            if self.credentials and self.credentials.is_identity_token:
+                data = {"grant_type": "refresh_token", "refresh_token": self.credentials.password,
+                        "client_id": "ckit", "scope": " ".join(scopes)}  # OAuth2 form: one space-separated scope
+                if self.challenge.params.get("service"):
+                    data["service"] = self.challenge.params["service"]
+                response = self.session.post(realm, data=data, verify=self.verify, timeout=30)
+            else:
+                response = self.session.get(realm, params=params, auth=auth, verify=self.verify, timeout=30)
+        except requests.RequestException as err:
+            raise RegistryError(f"cannot reach the token server {realm} of registry {self.host}: "
+                                f"{err.__class__.__name__}") from err
+        if response.status_code in (401, 403):
+            if not self.credentials:
+                raise self._needs_login()
+            raise RegistryError(f"token server {realm} rejected the credentials of user "
+                                f"{self.credentials.username!r} for {self.host} ({response.status_code})",
+                                hint=f"check the user name and password, then run `ckit login {self.host}`")
+        if response.status_code != 200:
+            raise RegistryError(f"token server {realm} answered {response.status_code} for {self.host}")
+        try:
+            body = response.json()
+            value = body.get("token") or body.get("access_token")
+            lifetime = float(body.get("expires_in") or DEFAULT_TOKEN_LIFETIME)
+        except (ValueError, AttributeError, TypeError) as err:
+            raise RegistryError(f"token server {realm} returned no token for {self.host}") from err
+        if not value:
+            raise RegistryError(f"token server {realm} returned no token for {self.host}")
+        token = _Token(value, self.clock() + max(lifetime - EXPIRY_MARGIN, 0.0))
+        self._tokens[self._key(scopes)] = token
+        log.debug("token for %s from %s (%.0f s)", " ".join(scopes), realm, lifetime)
+        return token

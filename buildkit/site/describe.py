@@ -1,0 +1,97 @@
+"""Site profiles as plain data (``--json``) and as text with each value's provenance tag."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from .model import Site
+
+_TAG_MARK = {"verified": "V", "seed": "D", "uncertain": "U"}
+
+
+def site_summary(site: Site) -> dict[str, Any]:
+    return {"name": site.name, "description": site.description, "scheduler": site.scheduler,
+            "default_partition": site.default_partition, "runtimes": [r.kind for r in site.runtimes],
+            "compute_internet": site.compute_internet, "path": str(site.path) if site.path else None}
+
+
+def site_data(site: Site) -> dict[str, Any]:
+    data = asdict(site)
+    data["path"] = str(site.path) if site.path else None
+    data["env"] = dict(site.env)
+    data["partitions"] = {p["name"]: {k: v for k, v in p.items() if k != "name"} for p in data["partitions"]}
+    data["facts"] = {f.key: {"tag": f.tag, "source": f.source, "note": f.note} for f in site.facts}
+    if site.platform:
+        data["platform"]["npu_env"] = dict(site.platform.npu_env)
+    return data
+
+
+def _tag(site: Site, key: str) -> str:
+    fact = site.fact(key)
+    return f"[{_TAG_MARK[fact.tag]}]" if fact else "[ ]"
+
+
+def _line(site: Site, key: str, label: str, value: Any) -> str:
+    return f"{_tag(site, key)} {label}: {value}"
+
+
+def site_text(site: Site) -> str:
+    """Every value of the profile, each prefixed by its tag ([V] verified, [D] seed only, [U] uncertain)."""
+    out = [f"{site.name}: {site.description}", f"profile: {site.path}", ""]
+    out.append(_line(site, "scheduler", "scheduler", site.scheduler))
+    if site.login:
+        out.append(_line(site, "login", "login", site.login))
+    for part in site.partitions:
+        key = f"partitions.{part.name}"
+        marks = " (default)" if part.name == site.default_partition else ""
+        fields = [f"{part.gpus_per_node} GPU" + (f" {part.gpu_type}" if part.gpu_type else "")]
+        fields += [f"{part.cpus_per_node} CPUs"] if part.cpus_per_node else []
+        fields += [f"{part.mem_per_node_mb} MB"] if part.mem_per_node_mb else []
+        fields += [f"max {part.max_time}"] if part.max_time else []
+        fields += [f"{part.max_jobs_per_user} jobs/user"] if part.max_jobs_per_user else []
+        fields += [f"{part.max_gpus_per_user} GPUs/user"] if part.max_gpus_per_user else []
+        fields += [part.arch] if part.arch != "x86_64" else []
+        fields += [part.note] if part.note else []
+        out.append(_line(site, key, f"partition {part.name}{marks}", ", ".join(fields)))
+    for index, runtime in enumerate(site.runtimes):
+        extra = f" (module {runtime.module})" if runtime.module else ""
+        extra += " (default)" if index == 0 else ""
+        out.append(_line(site, "runtimes", "runtime", f"{runtime.kind}{extra}"))
+    for key, label, value in [("mpi_plugin", "srun --mpi", site.mpi_plugin),
+                              ("network_interface", "network interface", site.network_interface),
+                              ("modules", "modules", " ".join(site.modules)),
+                              ("mounts", "mounts", " ".join(site.mounts)),
+                              ("shared_image_dir", "shared image folder", site.shared_image_dir),
+                              ("compute_internet", "compute nodes have internet", "yes" if site.compute_internet else "no"),
+                              ("squashfs_compressions", "squashfs compressions",
+                               ", ".join(site.squashfs_compressions) or "any")]:
+        if value:
+            out.append(_line(site, key, label, value))
+    for name, value in site.env:
+        out.append(_line(site, f"env.{name}", "env", f"{name}={value}"))
+    policy = site.policy
+    rules = [("policy.require_account", "requires --account", policy.require_account),
+             ("policy.require_comment", "requires --comment", policy.require_comment),
+             ("policy.comment_choices", "--comment one of", " ".join(policy.comment_choices)),
+             ("policy.forbid_options", "forbidden options", " ".join("--" + o for o in policy.forbid_options)),
+             ("policy.cpus_per_gpu", "CPUs per GPU (max)", policy.cpus_per_gpu),
+             ("policy.mem_per_gpu_gb", "GB memory per GPU", policy.mem_per_gpu_gb),
+             ("policy.min_gpus_per_job", "GPUs per job (min)", policy.min_gpus_per_job),
+             ("policy.submit_from", "submit from", policy.submit_from)]
+    for key, label, value in rules:
+        if value:
+            out.append(_line(site, key, f"rule: {label}", "yes" if value is True else value))
+    if site.platform:
+        plat = site.platform
+        for key, label, value in [("hostfile", "hostfile", plat.hostfile), ("ssh_port_var", "SSH port variable",
+                                  "$" + plat.ssh_port_var), ("rank_table", "NPU rank table", plat.rank_table),
+                                  ("device_types", "device types", ", ".join(plat.device_types))]:
+            if value:
+                out.append(_line(site, f"platform.{key}", f"platform {label}", value))
+    sources = [f for f in site.facts if f.source or f.note]
+    if sources:
+        out += ["", "sources:"]
+        out += [f"  {f.key} [{_TAG_MARK[f.tag]}]: " + "; ".join(x for x in (f.source, f.note) if x) for f in sources]
+    out += ["", "tags: [V] verified in a cited source, [D] only in a seed guide, [U] uncertain, [ ] untagged"]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,125 @@
+"""The site model: frozen dataclasses built from a validated profile (see schema.py for the YAML keys)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FACT_TAGS = ("verified", "seed", "uncertain")
+
+
+@dataclass(frozen=True)
+class Fact:
+    """Where one profile value comes from: ``verified`` (read in a cited source), ``seed`` (only in a seed
+    guide) or ``uncertain`` (recalled or inferred; check it on the site)."""
+
+    key: str
+    tag: str
+    source: str = ""
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Partition:
+    name: str
+    gpus_per_node: int = 0
+    gpu_type: str | None = None
+    cpus_per_node: int | None = None
+    mem_per_node_mb: int | None = None
+    max_time: str | None = None
+    max_jobs_per_user: int | None = None
+    max_gpus_per_user: int | None = None
+    nodes: str | None = None
+    arch: str = "x86_64"
+    internet: bool | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """One way to run a program on the site's nodes."""
+
+    kind: str  # singularity | apptainer | pyxis | podman | none
+    module: str | None = None
+    command: str | None = None
+    flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Rules ckit checks before it writes or submits a job."""
+
+    require_account: bool = False
+    require_comment: bool = False
+    comment_choices: tuple[str, ...] = ()
+    forbid_options: tuple[str, ...] = ()
+    cpus_per_gpu: int | None = None
+    mem_per_gpu_gb: int | None = None
+    min_gpus_per_job: int = 0
+    submit_from: str | None = None
+
+
+@dataclass(frozen=True)
+class Platform:
+    """A non-Slurm job platform (Apulis / DLWorkspace): what it provides to a job."""
+
+    hostfile: str
+    ssh_port_var: str
+    network_interface: str
+    rank_table: str | None = None
+    device_types: tuple[str, ...] = ()
+    npu_env: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Site:
+    name: str
+    description: str
+    scheduler: str  # slurm | dlws
+    shared_image_dir: str | None
+    compute_internet: bool
+    squashfs_compressions: tuple[str, ...]
+    login: str | None = None
+    partitions: tuple[Partition, ...] = ()
+    default_partition: str | None = None
+    runtimes: tuple[Runtime, ...] = ()
+    mpi_plugin: str | None = None
+    network_interface: str | None = None
+    modules: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    mounts: tuple[str, ...] = ()
+    policy: Policy = field(default_factory=Policy)
+    platform: Platform | None = None
+    facts: tuple[Fact, ...] = ()
+    path: Path | None = None
+
+    def partition(self, name: str | None) -> Partition | None:
+        wanted = name or self.default_partition
+        for part in self.partitions:
+            if part.name == wanted:
+                return part
+        return None
+
+    def runtime(self, kind: str | None) -> Runtime | None:
+        """The runtime of ``kind``, or the site's default (first) runtime when ``kind`` is None."""
+        if kind is None:
+            return self.runtimes[0] if self.runtimes else None
+        for runtime in self.runtimes:
+            if runtime.kind == kind:
+                return runtime
+        return None
+
+    def fact(self, key: str) -> Fact | None:
+        """The provenance of ``key`` or of its nearest tagged parent (``partitions.gp1d.max_time`` → ``partitions``)."""
+        by_key = {f.key: f for f in self.facts}
+        parts = key.split(".")
+        while parts:
+            found = by_key.get(".".join(parts))
+            if found:
+                return found
+            parts.pop()
+        return None
+
+    def can_mount(self, compression: str) -> bool:
+        """Whether the site's container runtime can mount a squashfs with ``compression``."""
+        return not self.squashfs_compressions or compression in self.squashfs_compressions

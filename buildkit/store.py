@@ -1,0 +1,182 @@
+"""The local artifact store: converted images keyed by source digest plus conversion options.
+
+Layout under the cache dir (``CKIT_CACHE_DIR``, else the platform's user cache dir, e.g. ``~/.cache/ckit``)::
+
+    artifacts/<key>.<sif|sqsh>      the artifact (read-only once published)
+    artifacts/<key>.json            what it was made from: source, digest, options, size
+    locks/<key>.lock                fcntl.flock'ed while the artifact is being made
+    work/<key>/                     scratch space of the conversion of <key> (spools, temp squashfs)
+
+A key is the sha256 of the canonical JSON of the source digest and every option that changes the bytes
+(target, compression, ckit's format version). Publishing is atomic: the producer writes a temp file in
+``artifacts/``, the store verifies it, fsyncs and renames it. Two runs on the same key serialise on the lock
+file: the second finds the artifact published and does no work.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import ConvertError
+from .fsutil import fsync_dir
+
+FORMAT_VERSION = 1  # bump when the bytes ckit writes for the same inputs change
+
+
+def default_root() -> Path:
+    env = os.environ.get("CKIT_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("ckit"))
+
+
+def make_key(**options: Any) -> str:
+    options.setdefault("format_version", FORMAT_VERSION)
+    canonical = json.dumps(options, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Entry:
+    key: str
+    path: Path
+    meta: dict[str, Any]
+
+
+class Store:
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = Path(root) if root is not None else default_root()
+        self.artifacts = self.root / "artifacts"
+        self.locks = self.root / "locks"
+        self.work = self.root / "work"
+
+    def _ensure(self) -> None:
+        for folder in (self.artifacts, self.locks, self.work):
+            folder.mkdir(parents=True, exist_ok=True)
+
+    def path(self, key: str, suffix: str) -> Path:
+        return self.artifacts / f"{key}.{suffix}"
+
+    def get(self, key: str, suffix: str, verify: Callable[[Path], object] | None = None) -> Entry | None:
+        """The published artifact, or None. A file that fails ``verify`` is removed (and reported as absent)."""
+        path = self.path(key, suffix)
+        meta_path = self.artifacts / f"{key}.json"
+        if not path.is_file() or not meta_path.is_file():
+            return None
+        try:
+            meta = json.loads(meta_path.read_text())
+            if meta.get("size") != path.stat().st_size:
+                raise ConvertError(f"{path}: size differs from the store record")
+            if verify is not None:
+                verify(path)
+        except (ValueError, OSError, ConvertError):
+            path.unlink(missing_ok=True)
+            meta_path.unlink(missing_ok=True)
+            return None
+        return Entry(key, path, meta)
+
+    @contextmanager
+    def lock(self, key: str) -> Iterator[None]:
+        """Exclusive per-key lock (blocks while another process holds it)."""
+        self._ensure()
+        with open(self.locks / f"{key}.lock", "a+b") as handle:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+    @contextmanager
+    def workdir(self, key: str) -> Iterator[Path]:
+        """Scratch folder of the producer of ``key`` (hold the key's lock), emptied before and after."""
+        self._ensure()
+        folder = self.work / key
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        try:
+            yield folder
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def temp_path(self, key: str, suffix: str) -> Path:
+        """A fresh temp name in ``artifacts/`` for a producer to write (same folder ⇒ atomic rename)."""
+        self._ensure()
+        fd, name = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=f".{suffix}.tmp", dir=self.artifacts)
+        os.close(fd)
+        return Path(name)
+
+    def clean_temps(self, key: str) -> None:
+        """Remove temp files a killed producer of ``key`` left behind (call with the key's lock held)."""
+        for stale in self.artifacts.glob(f".{key[:16]}.*.tmp"):
+            stale.unlink(missing_ok=True)
+
+    def publish(self, key: str, suffix: str, temp: Path, meta: dict[str, Any],
+                verify: Callable[[Path], object]) -> Entry:
+        """Verify ``temp``, then rename it (and its record) into place."""
+        try:
+            verify(temp)
+            with temp.open("rb") as f:
+                os.fsync(f.fileno())
+            temp.chmod(0o755 if suffix == "sif" else 0o644)  # a SIF runs via its #! line
+            final = self.path(key, suffix)
+            meta = {**meta, "key": key, "size": temp.stat().st_size}
+            meta_tmp = temp.with_suffix(".json.tmp")
+            meta_tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+            os.replace(temp, final)
+            os.replace(meta_tmp, self.artifacts / f"{key}.json")
+            fsync_dir(self.artifacts)
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            temp.with_suffix(".json.tmp").unlink(missing_ok=True)
+            raise
+        return Entry(key, final, meta)
+
+    def entries(self) -> list[Entry]:
+        found = []
+        for meta_path in sorted(self.artifacts.glob("*.json")):
+            try:
+                meta = json.loads(meta_path.read_text())
+            except (ValueError, OSError):
+                continue
+            path = self.path(meta_path.stem, meta.get("target", ""))
+            if path.is_file():
+                found.append(Entry(meta_path.stem, path, meta))
+        return found
+
+
+def export(src: Path, dest: Path) -> Path:
+    """Put a copy of ``src`` at ``dest`` atomically: hardlink when on the same filesystem, else copy."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if dest.exists() and os.path.samefile(src, dest):
+        return dest  # already this artifact (a hardlink from an earlier export)
+    fd, name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        tmp.unlink()
+        try:
+            os.link(src, tmp)
+        except OSError:
+            shutil.copyfile(src, tmp)
+            with tmp.open("rb") as f:
+                os.fsync(f.fileno())
+        if tmp.stat().st_size != src.stat().st_size:
+            raise ConvertError(f"{dest}: copy from the store is incomplete")
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return dest

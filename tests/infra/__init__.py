@@ -1,0 +1,1 @@
+"""Real components (podman API service, registries, Slurm, base images) started for tests, CI and the demo."""

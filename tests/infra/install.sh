@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# System packages for ckit's tests, CI and `make demo` on Debian 12 (run as root).
+# Idempotent and fast when everything is present: one dpkg-query, and `apt-get update` only when something is
+# missing. /usr/sbin/policy-rc.d (exit 101) is put in place first, so apt starts no daemon (munge, slurm,
+# docker-registry): tests/infra starts its own, on 127.0.0.1, with configs under the run dir.
+set -euo pipefail
+
+PACKAGES=(
+  # containers: podman API service + build engines (runc: crun fails on this host's hybrid cgroups)
+  podman runc conmon uidmap slirp4netns containernetworking-plugins iptables catatonit buildah
+  # image tools and squashfs / SIF
+  skopeo umoci squashfs-tools squashfs-tools-ng squashfuse fuse3 siftool
+  # registry (distribution) + htpasswd
+  docker-registry apache2-utils openssl
+  # slurm single node + SPANK build
+  slurm-wlm slurmctld slurmd slurm-client munge libslurm-dev gcc libc6-dev
+  # script lint, base images
+  shellcheck mmdebstrap busybox-static
+  # python venv for the Makefile, CA bundle for the mirror
+  python3-venv ca-certificates
+)
+
+die() { echo "install.sh: $*" >&2; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "run as root (apt-get install)"
+
+if [ ! -x /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\n# ckit tests: apt must not start daemons; tests/infra starts its own\nexit 101\n' > /usr/sbin/policy-rc.d
+  chmod 0755 /usr/sbin/policy-rc.d
+fi
+
+missing() {  # every package not in state "installed" (unknown names included)
+  comm -23 <(printf '%s\n' "${PACKAGES[@]}" | sort -u) \
+           <(dpkg-query -W -f='${Package} ${db:Status-Status}\n' "${PACKAGES[@]}" 2>/dev/null \
+               | awk '$2 == "installed" {print $1}' | sort -u)
+}
+
+todo=$(missing)
+if [ -z "$todo" ]; then
+  exit 0
+fi
+
+echo "install.sh: installing $(echo "$todo" | tr '\n' ' ')" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q || die "apt-get update failed"
+# shellcheck disable=SC2086  # one word per package
+apt-get install -y -q --no-install-recommends $todo || die "apt-get install failed for: $(echo "$todo" | tr '\n' ' ')"
+
+left=$(missing)
+[ -z "$left" ] || die "still not installed: $(echo "$left" | tr '\n' ' ')"
+for tool in podman runc docker-registry htpasswd slurmctld slurmd munged sbatch mmdebstrap siftool tar2sqfs \
+            mksquashfs shellcheck skopeo umoci openssl; do
+  command -v "$tool" >/dev/null || die "$tool not on PATH after install"
+done
+[ -x /bin/busybox ] || die "/bin/busybox missing after installing busybox-static"
+echo "install.sh: done" >&2

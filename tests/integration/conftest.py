@@ -1,0 +1,130 @@
+"""Session fixtures that start REAL components (tests/infra) lazily, only when a test asks for them.
+
+A component that cannot start makes the test ERROR (never a skip). Healthy running components are reused.
+Each session (and each xdist worker) holds a lease on what it uses; at the end the last holder stops the
+component by pid, unless it was started with ``bash tests/infra/start.sh`` (kept until ``stop.sh``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from tests.infra import components
+from tests.infra.daemon import Component
+from tests.infra.images import BusyboxImage, DebianImage
+from tests.infra.podman import PodmanService
+from tests.infra.registry import AuthRegistry, Registry, RegistryInfo, TLSRegistry
+from tests.infra.slurm import PARTITIONS, Munge
+from tests.infra.slurm import Slurm as SlurmCluster
+
+HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in item.path.parents:
+            item.add_marker(pytest.mark.integration)
+
+
+C = TypeVar("C", bound=Component)
+
+
+@contextmanager
+def running(component: C) -> Iterator[C]:
+    """Start ``component`` (reusing a healthy one) under a lease of this process; the last holder stops it."""
+    components.write_env_file()
+    component.acquire()
+    try:
+        yield component
+    finally:
+        component.release()
+
+
+@contextmanager
+def environ(env: dict[str, str]) -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in env.items():
+            mp.setenv(key, value)
+        yield
+
+
+@dataclass(frozen=True)
+class Podman:
+    """The podman API service: ``docker.from_env()`` works once this fixture is active."""
+
+    docker_host: str  # "unix:///…/.run/podman.sock"
+    env: dict[str, str] = field(default_factory=dict)  # DOCKER_HOST, CONTAINERS_*, REGISTRY_AUTH_FILE
+
+
+@dataclass(frozen=True)
+class Slurm:
+    """A single-node Slurm 22.05: sbatch/srun/sinfo work with ``env`` (SLURM_CONF) applied."""
+
+    env: dict[str, str]  # SLURM_CONF
+    partition: str  # the default partition, "debug"
+    partitions: tuple[str, ...]
+    nodename: str  # `hostname -s`
+    cpus: int
+    workdir: Path  # a job dir under the run dir (or use tmp_path with --chdir / -o)
+
+
+@pytest.fixture(scope="session")
+def podman() -> Iterator[Podman]:
+    """The podman API service; its variables are set in os.environ for the session (subprocesses see them)."""
+    with running(PodmanService()) as service, environ(service.env()):
+        yield Podman(docker_host=service.docker_host, env=service.env())
+
+
+@pytest.fixture(scope="session")
+def busybox_image(podman: Podman) -> Iterator[str]:
+    """``localhost/busybox:1.36`` (busybox-static, an applet symlink per command in /bin, CMD /bin/sh)."""
+    with running(BusyboxImage()) as image:
+        yield image.ref
+
+
+@pytest.fixture(scope="session")
+def debian_image(podman: Podman) -> Iterator[str]:
+    """``localhost/debian:bookworm`` (mmdebstrap minbase, CMD /bin/bash; the tar is cached in ~/.cache/ckit-test)."""
+    with running(DebianImage()) as image:
+        yield image.ref
+
+
+@pytest.fixture(scope="session")
+def registry() -> Iterator[RegistryInfo]:
+    """Plain-http registry without auth: ``.url``/``.host`` == "127.0.0.1:5000"."""
+    with running(Registry()) as reg:
+        yield reg.info()
+
+
+@pytest.fixture(scope="session")
+def registry_auth() -> Iterator[RegistryInfo]:
+    """htpasswd registry on 127.0.0.1:5001: ``.host``, ``.username``, ``.password``, ``.auth_config``."""
+    with running(AuthRegistry()) as reg:
+        yield reg.info()
+
+
+@pytest.fixture(scope="session")
+def registry_tls() -> Iterator[RegistryInfo]:
+    """https registry on 127.0.0.1:5002: ``.host``, ``.ca_file`` (the test CA), ``.cert_dir``, ``.base_url``."""
+    with running(TLSRegistry()) as reg:
+        yield reg.info()
+
+
+@pytest.fixture(scope="session")
+def slurm() -> Iterator[Slurm]:
+    """munged + slurmctld + slurmd; SLURM_CONF is also set in os.environ for the session."""
+    with running(Munge()), running(SlurmCluster()) as cluster, environ(cluster.env()):
+        yield Slurm(
+            env=cluster.env(),
+            partition=PARTITIONS[0],
+            partitions=PARTITIONS,
+            nodename=cluster.nodename,
+            cpus=cluster.cpus,
+            workdir=cluster.workdir,
+        )

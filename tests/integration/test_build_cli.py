@@ -1,0 +1,173 @@
+"""`ckit build` end to end on the real podman service: engine choice, failures, cache hits, conversion, --locked."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+from buildkit import build as builder
+from buildkit import process
+from buildkit.cli import main
+from buildkit.engine.base import BuildListener, BuildRequest, BuiltImage
+from buildkit.engine.docker import DockerEngine
+
+
+def ckit(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("CKIT_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+class CountingDockerEngine(DockerEngine):
+    """The real docker engine, counting the builds it was asked to run."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.builds = 0
+
+    def build(self, request: BuildRequest, listener: BuildListener) -> BuiltImage:
+        self.builds += 1
+        return super().build(request, listener)
+
+
+def test_apptainer_engine_without_apptainer_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    # This machine (and CI) has neither apptainer nor singularity: the documented limit of the apptainer engine.
+    assert process.which("apptainer") is None and process.which("singularity") is None
+    code, out, err = ckit(capsys, "build", "demo", "--engine", "apptainer")
+    assert (code, out) == (2, "")
+    assert "ckit: error: --engine apptainer: neither apptainer nor singularity is on PATH\n" in err
+    assert "hint: install apptainer (or singularity) and put it on PATH, or use --engine docker" in err
+    # --dry-run still shows the plan for the named engine, and says it cannot run here
+    code, out, err = ckit(capsys, "build", "demo", "--engine", "apptainer", "--dry-run")
+    assert code == 0, err
+    assert out.startswith("plan: build demo with apptainer (not available here: --engine apptainer: neither "
+                          "apptainer nor singularity is on PATH)\n")
+    assert "  context      Singularity.def (" in out and "  2. copy the .sif -> demo-" in out
+
+
+def test_dry_run_prints_the_plan_and_builds_nothing(podman: Any, cache: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    tag = "localhost/ckit-test/dry-run:never-built"
+    code, out, err = ckit(capsys, "build", "demo", "--to", "sqsh,image", "--tag", tag, "--dry-run", "--json",
+                          "-o", str(cache / "out"))
+    assert code == 0, err
+    plan = json.loads(out)["plan"]
+    assert plan["engine"] == "docker" and plan["engine_reason"].startswith("docker (auto; podman 4.")
+    assert plan["targets"] == ["image", "sqsh"] and plan["cached"] is False and plan["tag"] == tag
+    assert plan["outputs"] == [{"kind": "sqsh", "path": str(cache / "out" / f"demo-{plan['fingerprint'][:12]}.sqsh")}]
+    with pytest.raises(docker.errors.ImageNotFound):
+        docker.from_env().images.get(tag)
+    assert not (cache / "out").exists()
+
+
+def test_failing_step_exits_1_naming_the_step_with_the_log(podman: Any, debian_image: str, cache: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    tag = "localhost/ckit-test/failing:1"
+    code, out, err = ckit(capsys, "build", "demo", "--set", "shell.commands=echo about to fail,echo libfoo missing >&2,"
+                          "exit 7", "--tag", tag)
+    assert (code, out) == (1, "")
+    step = "step 5/8 (RUN echo about to fail && echo libfoo missing >&2 && exit 7)"
+    assert f"ckit: error: build failed at {step}: building at STEP" in err
+    assert "exit status 7" in err
+    tail = err.split("--- last ", 1)[1]
+    assert "about to fail" in tail and "libfoo missing" in tail
+    with pytest.raises(docker.errors.ImageNotFound):
+        docker.from_env().images.get(tag)
+
+
+def test_second_build_is_a_cache_hit_without_build_work(podman: Any, debian_image: str, cache: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    tag = "localhost/ckit-test/cache:demo"
+    first = builder.prepare("demo", tag=tag)
+    engine = CountingDockerEngine()
+    builder.execute(first.plan, engine, first.context, lambda event: None)
+    started = time.monotonic()
+    again = builder.prepare("demo", tag=tag)
+    result = builder.execute(again.plan, engine, again.context, lambda event: None)
+    seconds = time.monotonic() - started
+    assert again.plan.cached is True and result.artifacts[0].cache_hit is True
+    assert engine.builds <= 1  # the first run may itself reuse an image left by an earlier session
+    builds_before = engine.builds
+    builder.execute(again.plan, engine, again.context, lambda event: None)
+    assert engine.builds == builds_before
+    assert seconds < 2.0, f"a cache hit took {seconds:.2f} s"
+    labels = docker.from_env().images.get(tag).labels
+    assert labels["io.ckit.build.key"] == again.plan.build_key
+    assert labels["io.ckit.stack"] == "demo" and labels["io.ckit.fingerprint"] == again.plan.fingerprint
+    assert labels["io.ckit.version"] == "0.1.0" and json.loads(labels["io.ckit.parameters"])["debian"] == {
+        "registry": "localhost", "release": "bookworm"}
+
+    code, out, err = ckit(capsys, "build", "demo", "--tag", tag, "--json")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert [(a["kind"], a["ref"], a["cache_hit"]) for a in summary["artifacts"]] == [("image", tag, True)]
+    assert "engine: docker (auto; podman 4." in err and "cache hit: " in err
+
+
+def test_build_demo_to_image_sif_sqsh(podman: Any, debian_image: str, cache: Path, tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    out_dir = tmp_path / "artifacts"
+    code, out, err = ckit(capsys, "build", "demo", "--to", "image,sif,sqsh", "-o", str(out_dir), "--json")
+    assert code == 0, err
+    summary = json.loads(out)
+    image, sif, sqsh = summary["artifacts"]
+    fp12 = summary["fingerprint"][:12]
+    assert (image["kind"], image["ref"]) == ("image", f"localhost/ckit/demo:{fp12}")
+    assert (sif["kind"], sif["path"]) == ("sif", str(out_dir / f"demo-{fp12}.sif"))
+    assert (sqsh["kind"], sqsh["path"]) == ("sqsh", str(out_dir / f"demo-{fp12}.sqsh"))
+    assert sif["digest"] == sqsh["digest"] == image["digest"]  # the image the files were converted from
+    for artifact in (sif, sqsh):
+        assert Path(artifact["path"]).stat().st_size == artifact["size"] > 1_000_000
+    listing = process.run(["siftool", "list", sif["path"]]).stdout
+    assert "Squashfs" in listing or "squashfs" in listing.lower()
+    files = process.run(["unsquashfs", "-l", "-d", "", sqsh["path"]]).stdout.splitlines()
+    assert "/opt/ckit-demo/hello" in files and "/etc/rc" in files
+
+    container = docker.from_env().containers.run(image["ref"], remove=True)
+    assert container.decode().startswith("hello from ckit\n")
+
+    code, out, err = ckit(capsys, "build", "demo", "--to", "image,sif,sqsh", "-o", str(out_dir), "--json")
+    assert code == 0, err
+    again = json.loads(out)
+    assert [a["cache_hit"] for a in again["artifacts"]] == [True, True, True]
+    assert sorted(p.name for p in out_dir.iterdir()) == [f"demo-{fp12}.sif", f"demo-{fp12}.sqsh"]
+
+
+def test_locked_build_uses_the_pinned_base_digest(podman: Any, debian_image: str, registry: Any, cache: Path,
+                                                  tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    client = docker.from_env()
+    namespace = f"{registry.host}/ckit-test"
+    client.images.get(debian_image).tag(f"{namespace}/debian", "bookworm")
+    for item in client.api.push(f"{namespace}/debian", "bookworm", stream=True, decode=True):
+        assert "error" not in item, item
+    lock_file = tmp_path / "ckit.lock"
+    setting = f"debian.registry={namespace}"
+    code, out, err = ckit(capsys, "lock", "demo", "--set", setting, "-o", str(lock_file))
+    assert code == 0, err
+    lock = json.loads(lock_file.read_text())
+    digest = lock["base"]["digest"]
+
+    code, out, err = ckit(capsys, "build", "demo", "--locked", "--lock-file", str(lock_file), "--json")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["tag"].endswith("-locked")
+    labels = client.images.get(summary["tag"]).labels
+    assert labels["org.opencontainers.image.base.digest"] == digest
+    assert labels["io.ckit.fingerprint"] == lock["fingerprint"]
+
+    code, out, err = ckit(capsys, "build", "demo", "--locked", "--lock-file", str(lock_file),
+                          "--set", "debian.release=trixie")
+    assert code == 2
+    assert "was written for demo with fingerprint" in err

@@ -1,0 +1,94 @@
+"""The docker engine against the real podman service (docker SDK over DOCKER_HOST)."""
+
+from __future__ import annotations
+
+import time
+
+import docker
+import pytest
+
+from buildkit.engine.base import BuildEvent, BuildFailed, BuildRequest, select_engine
+from buildkit.engine.docker import DockerEngine
+from buildkit.errors import ConfigError
+from buildkit.render.context import ContextFile
+
+KEY = "io.ckit.build.key"
+
+
+def dockerfile(*lines: str) -> ContextFile:
+    text = "FROM localhost/busybox:1.36\n" + "".join(f"{line}\n" for line in lines)
+    return ContextFile("Dockerfile", text.encode(), 0o644)
+
+
+def test_builds_an_image_with_labels_and_files(busybox_image: str) -> None:
+    engine = DockerEngine()
+    events: list[BuildEvent] = []
+    context = [dockerfile("COPY files/hello.txt /hello.txt", "RUN echo built > /built.txt",
+                          'CMD ["cat", "/hello.txt", "/built.txt"]'),
+               ContextFile("files/hello.txt", b"hello from the context\n", 0o644)]
+    built = engine.build(BuildRequest(context, "k1", "localhost/ckit-test/engine:ok", {"org.example.x": "y"}),
+                         events.append)
+    assert built.cache_hit is False and built.image_id and built.image_id.startswith("sha256:")
+    steps = [(e.step, e.steps) for e in events if e.step]
+    total = steps[0][1]  # 4 Dockerfile steps; podman adds one LABEL step per label (given one + the build key)
+    assert total == 6 and steps == [(n, total) for n in range(1, total + 1)]
+    client = docker.from_env()
+    labels = client.images.get("localhost/ckit-test/engine:ok").labels
+    assert labels[KEY] == "k1" and labels["org.example.x"] == "y"  # the build key label is the engine's
+    out = client.containers.run("localhost/ckit-test/engine:ok", remove=True)
+    assert out == b"hello from the context\nbuilt\n"
+
+
+def test_failing_run_step_names_the_step_and_shows_the_log_tail(busybox_image: str) -> None:
+    context = [dockerfile("RUN echo first step ran", "RUN echo 'cannot find libfoo' >&2; exit 3", "RUN echo never")]
+    with pytest.raises(BuildFailed) as err:
+        DockerEngine().build(BuildRequest(context, "k2", "localhost/ckit-test/engine:fail"), lambda event: None)
+    # 4 Dockerfile steps; podman counts the build key label as a 5th
+    step = "step 3/5 (RUN echo 'cannot find libfoo' >&2; exit 3)"
+    assert err.value.step == step
+    message = str(err.value)
+    assert message.startswith(f"build failed at {step}: ")
+    assert "exit status 3" in message.splitlines()[0]
+    tail = message.split("--- last ", 1)[1]
+    assert "first step ran" in tail and "cannot find libfoo" in tail
+    assert "never" not in err.value.log.replace("RUN echo never", "")
+
+
+def test_error_item_without_a_run_step_is_a_failure(busybox_image: str) -> None:
+    # COPY of a file the context does not have: the daemon reports it only as an error item in the stream.
+    context = [dockerfile("COPY missing.txt /missing.txt")]
+    with pytest.raises(BuildFailed) as err:
+        DockerEngine().build(BuildRequest(context, "k3", "localhost/ckit-test/engine:missing"), lambda event: None)
+    assert err.value.step == "step 2/3 (COPY missing.txt /missing.txt)"
+    assert "missing.txt" in str(err.value).splitlines()[0]
+    with pytest.raises(docker.errors.ImageNotFound):
+        docker.from_env().images.get("localhost/ckit-test/engine:missing")
+
+
+def test_cached_needs_the_same_build_key(busybox_image: str) -> None:
+    engine = DockerEngine()
+    request = BuildRequest([dockerfile("LABEL purpose=cache")], "key-a", "localhost/ckit-test/engine:cache")
+    engine.build(request, lambda event: None)
+    started = time.monotonic()
+    hit = engine.cached(request)
+    assert hit is not None and hit.cache_hit and time.monotonic() - started < 1.0
+    assert docker.from_env().images.get(request.tag).labels[KEY] == "key-a"
+    assert engine.cached(BuildRequest(request.context, "key-b", request.tag)) is None
+    assert engine.cached(BuildRequest(request.context, "key-a", "localhost/ckit-test/engine:absent")) is None
+
+
+def test_probe_and_auto_pick_the_podman_service(podman: object) -> None:
+    found = DockerEngine().probe()
+    assert found.ok and found.detail.startswith("podman 4.")
+    selection = select_engine("auto")
+    assert selection.engine.name == "docker"
+    assert selection.reason.startswith("docker (auto; podman 4.")
+
+
+def test_unreachable_engine_says_how_to_start_one(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/nothing.sock")
+    with pytest.raises(ConfigError) as err:
+        select_engine("docker")
+    assert err.value.exit_code == 2
+    assert f"--engine docker: cannot reach a Docker API engine (unix://{tmp_path}/nothing.sock: " in str(err.value)
+    assert "podman system service" in (err.value.hint or "")

@@ -1,0 +1,81 @@
+"""SIGKILL at random moments and concurrent runs: never a partial file at a final path, work done once."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import docker
+import pytest
+
+from buildkit.image.convert import verifier
+from buildkit.store import Store
+
+TRIALS = 6
+
+
+@pytest.fixture(scope="module")
+def debian_archive(debian_image: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("interrupt") / "debian.tar"
+    with path.open("wb") as out:
+        for chunk in docker.from_env().images.get(debian_image).save(named=True):
+            out.write(chunk)
+    return path
+
+
+def ckit_argv(source: str, out: Path, target: str = "sqsh") -> list[str]:
+    return [sys.executable, "-m", "buildkit.cli", "convert", source, "--to", target, "-o", str(out), "--json"]
+
+
+def test_sigkill_leaves_no_partial_file_and_the_next_run_succeeds(debian_archive: Path, tmp_path: Path) -> None:
+    rng = random.Random(int.from_bytes(os.urandom(4), "little"))
+    env = {**os.environ, "CKIT_CACHE_DIR": str(tmp_path / "cache")}
+    source = f"docker-archive:{debian_archive}"
+    killed = 0
+    for trial in range(TRIALS):
+        target = ("sqsh", "sif")[trial % 2]
+        out = tmp_path / f"out-{trial}.{target}"
+        # a distinct compression level per trial: a distinct store key, so every trial does real work
+        argv = ckit_argv(source, out, target) + ["--compress", f"zstd:{trial + 1}"]
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,  # noqa: S603
+                                start_new_session=True)
+        time.sleep(rng.uniform(0.2, 3.0))
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)  # ckit and its tar2sqfs child
+            killed += 1
+        proc.wait()
+        if out.exists():  # it finished (or renamed) before the kill: then it is complete
+            verifier(target)(out)
+        assert not [p for p in tmp_path.glob(f"out-{trial}*") if p != out]
+        for artifact in Store(tmp_path / "cache").entries():
+            verifier(artifact.meta["target"])(artifact.path)
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)  # noqa: S603
+        assert done.returncode == 0, done.stderr
+        verifier(target)(out)
+        # the next producer of the key removed what the killed one left (temp files, scratch space)
+        assert not [p for p in (tmp_path / "cache" / "artifacts").iterdir() if p.name.endswith(".tmp")]
+        assert not list((tmp_path / "cache" / "work").iterdir())
+    assert killed >= TRIALS // 2, "the conversions finished before the kills: shorten the window"
+
+
+def test_two_concurrent_converts_do_the_work_once(debian_archive: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "CKIT_CACHE_DIR": str(tmp_path / "cache")}
+    source = f"docker-archive:{debian_archive}"
+    outs = [tmp_path / "a.sqsh", tmp_path / "b.sqsh"]
+    procs = [subprocess.Popen(ckit_argv(source, out), env=env, stdout=subprocess.PIPE,  # noqa: S603
+                              stderr=subprocess.PIPE, text=True) for out in outs]
+    results = []
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 0, stderr
+        results.append(json.loads(stdout))
+    assert sorted(r["cache_hit"] for r in results) == [False, True]
+    assert len(Store(tmp_path / "cache").entries()) == 1
+    assert outs[0].read_bytes() == outs[1].read_bytes()
+    verifier("sqsh")(outs[0])

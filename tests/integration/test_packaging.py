@@ -1,0 +1,31 @@
+"""`pip install .` in a fresh venv gives a working `ckit` with every stack, rendering in both formats."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_fresh_venv_install(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    subprocess.run([*pip, str(ROOT)], check=True, cwd=tmp_path)
+    ckit = str(venv / "bin" / "ckit")
+    listed = subprocess.run([ckit, "recipes"], check=True, capture_output=True, text=True, cwd=tmp_path).stdout
+    expected = ["pytorch-horovod", "tensorflow-horovod", "nccl-tests", "pytorch-ddp", "tf-multiworker",
+                "pytorch-ray", "mindspore-ascend", "horovod-apulis", "demo"]
+    for stack in expected:
+        assert f"  {stack} " in listed, stack
+        for fmt in ("docker", "singularity"):
+            out = subprocess.run([ckit, "render", stack, "--format", fmt], check=True, capture_output=True,
+                                 text=True, cwd=tmp_path).stdout
+            assert out.startswith("# Dockerfile" if fmt == "docker" else "Bootstrap: docker")
+    # the installed package carries its data: it does not read the source tree
+    site = subprocess.run([str(venv / "bin" / "python"), "-c",
+                           "import buildkit.config.searchpath as s; print(s.builtin_dir('recipes'))"],
+                          check=True, capture_output=True, text=True, cwd=tmp_path).stdout.strip()
+    assert str(venv) in site

@@ -1,0 +1,149 @@
+"""Interop with clients ckit did not write: skopeo reads images ckit pushed, the oras SDK pulls ckit's .sif
+artifacts, and ckit reads images podman pushed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import docker
+import oras.client
+
+from buildkit.registry.artifacts import SIF
+from buildkit.registry.client import OCI_MANIFEST, RegistryClient
+from buildkit.registry.reference import parse
+from tests.integration.registry_helpers import ckit, fake_sif, unique_repo
+
+
+def _skopeo(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["skopeo", *args], capture_output=True, text=True, check=True, timeout=300)  # noqa: S603,S607
+
+
+def _save_archive(image: str, path: Path) -> Path:
+    with path.open("wb") as out:
+        for chunk in docker.from_env().images.get(image).save(named=True):
+            out.write(chunk)
+    return path
+
+
+def test_oras_sdk_pulls_a_sif_ckit_pushed(registry, tmp_path: Path) -> None:
+    sif = fake_sif(tmp_path / "image.sif")
+    repo = unique_repo()
+    ref = f"{registry.host}/{repo}:v1"
+    assert ckit("push", str(sif), ref, "--stack", "demo").returncode == 0
+    client = oras.client.OrasClient(hostname=registry.host, insecure=True)
+    manifest = client.get_manifest(ref)
+    assert manifest["config"]["mediaType"] == "application/vnd.sylabs.sif.config.v1+json"
+    assert manifest["layers"][0]["mediaType"] == "application/vnd.sylabs.sif.layer.v1.sif"
+    assert manifest["annotations"]["io.ckit.stack"] == "demo"
+    files = client.pull(target=ref, outdir=str(tmp_path / "oras"))
+    assert [Path(f).name for f in files] == ["image.sif"]
+    assert Path(files[0]).read_bytes() == sif.read_bytes()
+
+
+def test_ckit_pulls_a_sif_the_oras_sdk_pushed(registry, tmp_path: Path, monkeypatch) -> None:
+    sif = fake_sif(tmp_path / "from-oras.sif")
+    ref = f"{registry.host}/{unique_repo()}:v1"
+    monkeypatch.chdir(tmp_path)
+    client = oras.client.OrasClient(hostname=registry.host, insecure=True)
+    empty = tmp_path / "config.json"
+    empty.write_text("{}")
+    response = client.push(target=ref, files=[f"from-oras.sif:{SIF.layer_type}"],
+                           manifest_config=f"config.json:{SIF.config_type}")
+    assert response.status_code == 201
+    pulled = ckit("pull", ref, "-o", str(tmp_path / "out"))
+    assert pulled.returncode == 0, pulled.stderr
+    assert (tmp_path / "out" / "from-oras.sif").read_bytes() == sif.read_bytes()
+
+
+def test_docker_archive_push_is_read_by_skopeo_and_repush_sends_nothing(registry, podman, busybox_image,
+                                                                        tmp_path: Path) -> None:
+    archive = _save_archive(busybox_image, tmp_path / "busybox.tar")
+    ref = f"{registry.host}/{unique_repo()}:archive"
+    first = ckit("push", f"docker-archive:{archive}", ref, "--stack", "busybox-demo", "--json",
+                 env={"SOURCE_DATE_EPOCH": "1700000000"})
+    assert first.returncode == 0, first.stderr
+    out = json.loads(first.stdout)
+    assert out["kind"] == "image" and out["uploaded_bytes"] == out["size"] > 0
+    again = json.loads(ckit("push", f"docker-archive:{archive}", ref, "--stack", "busybox-demo", "--json",
+                            env={"SOURCE_DATE_EPOCH": "1700000000"}).stdout)
+    assert again["uploaded_bytes"] == 0
+    assert again["digest"] == out["digest"]  # same bytes, same annotations: the same manifest
+
+    inspected = json.loads(_skopeo("inspect", "--tls-verify=false", f"docker://{ref}").stdout)
+    assert inspected["Digest"] == out["digest"]
+    raw = json.loads(_skopeo("inspect", "--raw", "--tls-verify=false", f"docker://{ref}").stdout)
+    assert raw["mediaType"] == OCI_MANIFEST
+    assert raw["annotations"]["io.ckit.stack"] == "busybox-demo"
+    assert raw["annotations"]["org.opencontainers.image.created"] == "2023-11-14T22:13:20Z"
+    layout = tmp_path / "layout"
+    _skopeo("copy", "--src-tls-verify=false", f"docker://{ref}", f"oci:{layout}:copied")
+    assert (layout / "index.json").is_file()
+
+    # the layout skopeo wrote (layers recompressed) goes up with `ckit push oci:`; a repeat sends nothing
+    ref2 = f"{registry.host}/{unique_repo()}:from-layout"
+    layout_push = ckit("push", f"oci:{layout}:copied", ref2, "--json")
+    assert layout_push.returncode == 0, layout_push.stderr
+    assert json.loads(layout_push.stdout)["uploaded_bytes"] > 0
+    assert json.loads(ckit("push", f"oci:{layout}:copied", ref2, "--json").stdout)["uploaded_bytes"] == 0
+    index = json.loads((layout / "index.json").read_text())
+    top = index["manifests"][0]["digest"].split(":")[1]
+    layers = [x["digest"] for x in json.loads((layout / "blobs" / "sha256" / top).read_text())["layers"]]
+    assert json.loads(_skopeo("inspect", "--tls-verify=false", f"docker://{ref2}").stdout)["Layers"] == layers
+
+
+def test_ckit_reads_every_blob_of_an_image_podman_pushed(registry, podman, busybox_image) -> None:
+    engine = docker.from_env()
+    repo = unique_repo()
+    engine.images.get(busybox_image).tag(f"{registry.host}/{repo}", "podman")
+    items = list(engine.api.push(f"{registry.host}/{repo}", tag="podman", stream=True, decode=True))
+    assert not [i for i in items if "error" in i], items
+    client = RegistryClient.for_reference(parse(f"{registry.host}/{repo}:podman"))
+    manifest = client.get_manifest(repo, "podman")
+    assert manifest.media_type in (OCI_MANIFEST, "application/vnd.docker.distribution.manifest.v2+json")
+    body = manifest.json()
+    for desc in [body["config"], *body["layers"]]:
+        with client.open_blob(repo, desc["digest"], desc["size"]) as blob:
+            data = blob.read()
+        assert len(data) == desc["size"] and blob.verified
+
+
+def test_docker_daemon_push_through_the_engine_with_auth(registry_auth, podman, busybox_image,
+                                                         tmp_path: Path) -> None:
+    ref = f"{registry_auth.host}/{unique_repo()}:engine"
+    env = {"CKIT_REGISTRY_USER": registry_auth.username, "CKIT_REGISTRY_PASSWORD": registry_auth.password,
+           "DOCKER_CONFIG": str(tmp_path / "dc")}
+    pushed = ckit("push", f"docker-daemon:{busybox_image}", ref, "--stack", "engine-demo", "--json", env=env)
+    assert pushed.returncode == 0, pushed.stderr
+    out = json.loads(pushed.stdout)
+    assert out["uploaded_bytes"] is None and out["kind"] == "image"
+    raw = json.loads(_skopeo("inspect", "--raw", "--tls-verify=false", "--creds",
+                             f"{registry_auth.username}:{registry_auth.password}", f"docker://{ref}").stdout)
+    assert raw["annotations"]["io.ckit.stack"] == "engine-demo"  # podman pushes OCI: ckit annotated it
+    bad = ckit("push", f"docker-daemon:{busybox_image}", ref,
+               env={**env, "CKIT_REGISTRY_PASSWORD": "wrong-pass-123"})
+    assert bad.returncode == 1
+    assert "wrong-pass-123" not in bad.stderr
+    assert bad.stderr.startswith(f"ckit: error: engine push to {ref.rsplit(':', 1)[0]}:engine failed: ")
+
+
+def test_pull_to_sqsh_converts_an_image_podman_pushed(registry, podman, busybox_image, tmp_path: Path) -> None:
+    engine = docker.from_env()
+    repo = unique_repo()
+    engine.images.get(busybox_image).tag(f"{registry.host}/{repo}", "convert")
+    items = list(engine.api.push(f"{registry.host}/{repo}", tag="convert", stream=True, decode=True))
+    assert not [i for i in items if "error" in i], items
+    ref = f"{registry.host}/{repo}:convert"
+    plain = ckit("pull", ref, "-o", str(tmp_path / "plain"))
+    assert plain.returncode == 2
+    assert "is a container image, not a .sif/.sqsh artifact" in plain.stderr
+    pulled = ckit("pull", ref, "--to", "sqsh", "-o", str(tmp_path / "out"), "--json",
+                  env={"CKIT_CACHE_DIR": str(tmp_path / "cache")})
+    assert pulled.returncode == 0, pulled.stderr
+    data = json.loads(pulled.stdout)
+    path = Path(data["path"])
+    assert path.parent == tmp_path / "out" and path.read_bytes()[:4] == b"hsqs"
+    listing = subprocess.run(["unsquashfs", "-l", str(path)], capture_output=True, text=True,  # noqa: S603,S607
+                             check=True).stdout
+    assert "squashfs-root/bin/busybox" in listing

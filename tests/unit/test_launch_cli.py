@@ -1,0 +1,76 @@
+"""``ckit launch`` and ``ckit nccl-report`` through the CLI (no process is started here)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from buildkit.cli import main
+
+SEED002 = Path(__file__).parent.parent / "golden" / "launch" / "seed002"
+
+
+def test_dry_run_prints_the_script(capsys):
+    rc = main(["launch", "--site", "local", "--framework", "ddp", "--tasks-per-node", "2", "--dry-run", "--",
+               "python3", "train.py", "--lr", "0.1"])
+    out = capsys.readouterr().out
+    assert rc == 0 and out.startswith("#!/bin/bash\n#SBATCH --job-name=ckit\n#SBATCH --partition=debug\n")
+    assert out.rstrip().endswith("ckit-task python3 train.py --lr 0.1")
+
+
+def test_dry_run_json(capsys):
+    rc = main(["launch", "--site", "oci", "--image", "nvcr.io/nvidia/pytorch:24.06-py3", "--dry-run", "--json",
+               "--", "python", "x.py"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0 and data["site"] == "oci" and "--container-image=" in data["script"]
+    assert data["warnings"] and "ckit stage" in data["warnings"][0]
+
+
+def test_policy_violation_exits_2_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rc = main(["launch", "--site", "twnia2", "--image", "/x.sif", "-o", "job.sbatch", "--", "python", "x.py"])
+    assert rc == 2 and "twnia2 requires --account" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_writes_the_script_without_sbatch_on_path(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    rc = main(["launch", "--site", "local", "-o", "sub/job.sbatch", "--json", "--", "echo", "hi"])
+    data = json.loads(capsys.readouterr().out)
+    script = tmp_path / "sub" / "job.sbatch"
+    assert rc == 0 and data == {"site": "local", "script": str(script), "job_id": None}
+    assert script.read_text().rstrip().endswith("srun echo hi") and script.stat().st_mode & 0o111
+    assert [p.name for p in script.parent.iterdir()] == ["job.sbatch"]
+
+
+def test_wait_needs_submit(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert main(["launch", "--site", "local", "--wait", "--", "true"]) == 2
+
+
+def test_apulis_prints_the_form_and_writes_the_files(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rc = main(["launch", "--site", "apulis", "--image", "apulistech/mindspore:0.3.0-withtools", "--framework",
+               "mindspore", "--nodes", "2", "--devices-per-node", "8", "--rank-table", "legacy", "--", "python",
+               "train.py"])
+    captured = capsys.readouterr()
+    assert rc == 0 and "Device Type: huawei_npu_arm64" in captured.out
+    assert "--- file /home/${DLWS_USER_NAME}/ckit/ckit/launch-npu.sh" in captured.out
+    written = tmp_path / "ckit-apulis" / "launch-npu.sh"
+    assert written.read_text() in captured.out
+    assert f"wrote {written}: copy it to /home/${{DLWS_USER_NAME}}/ckit/ckit/launch-npu.sh" in captured.err
+
+
+def test_unsupported_framework_on_apulis(capsys):
+    rc = main(["launch", "--site", "apulis", "--image", "x/y:1", "--framework", "ray", "--", "python", "x.py"])
+    assert rc == 2 and "not available on apulis" in capsys.readouterr().err
+
+
+def test_nccl_report_cli(capsys):
+    assert main(["nccl-report", str(SEED002 / "all_reduce_2nodes.txt"), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["avg_busbw_gbps"] == 164.643 and data["ranks"] == 16
+    assert main(["nccl-report", str(SEED002 / "all_reduce_1node.txt")]) == 0
+    assert "average bus bandwidth: 232.915 GB/s" in capsys.readouterr().out

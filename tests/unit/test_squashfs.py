@@ -1,0 +1,78 @@
+"""Compression parsing and site-aware choice; superblock checks on crafted bytes."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from buildkit.errors import ConfigError, ConvertError
+from buildkit.image.squashfs import Compression, check, choose, parse_compression
+
+
+@pytest.mark.parametrize("text, label, args", [
+    ("zstd", "zstd:3", ["-c", "zstd", "-X", "level=3"]),
+    ("zstd:19", "zstd:19", ["-c", "zstd", "-X", "level=19"]),
+    ("gzip", "gzip:1", ["-c", "gzip", "-X", "level=1"]),
+    ("GZIP:9", "gzip:9", ["-c", "gzip", "-X", "level=9"]),
+    ("lz4", "lz4", ["-c", "lz4"]),
+    ("lz4:hc", "lz4:hc", ["-c", "lz4", "-X", "hc"]),
+    ("xz", "xz", ["-c", "xz"]),
+    ("lzo:5", "lzo:5", ["-c", "lzo", "-X", "algorithm=lzo1x_999,level=5"]),
+])
+def test_parse(text: str, label: str, args: list[str]) -> None:
+    comp = parse_compression(text)
+    assert comp.label == label
+    assert comp.tar2sqfs_args() == args
+
+
+@pytest.mark.parametrize("text, message", [
+    ("brotli", "unknown algorithm 'brotli'"), ("gzip:0", "level must be 1..9"), ("zstd:x", "level must be 1..22"),
+    ("lz4:3", "lz4 takes no level"),
+])
+def test_parse_errors(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_compression(text)
+
+
+def test_default_is_fast_never_gzip_9() -> None:
+    assert choose(None).label == "zstd:3"
+    assert choose(None, ("gzip", "xz", "lzo"), site_name="twnia2").label == "gzip:1"
+    assert choose(None, ("lz4",)).label == "lz4"
+    assert choose("gzip:9", ("gzip",)).label == "gzip:9"  # only when asked for
+
+
+def test_site_refuses_what_it_cannot_mount() -> None:
+    with pytest.raises(ConfigError, match="site twnia2 cannot mount zstd") as err:
+        choose("zstd:3", ("gzip", "xz", "lzo"), site_name="twnia2")
+    assert err.value.hint == "the site's runtime mounts: gzip, xz, lzo"
+
+
+def test_mksquashfs_args_match() -> None:
+    assert Compression("zstd", 3).mksquashfs_args() == ["-comp", "zstd", "-Xcompression-level", "3"]
+    assert Compression("lzo").mksquashfs_args() == ["-comp", "lzo"]
+
+
+def superblock(comp_id: int = 6, bytes_used: int = 4096, major: int = 4) -> bytes:
+    head = b"hsqs" + struct.pack("<IIIIHHHHHH", 10, 0, 131072, 1, comp_id, 17, 0, 1, major, 0)
+    return head + struct.pack("<QQ", 0, bytes_used) + b"\0" * (96 - len(head) - 16)
+
+
+def test_superblock_check(tmp_path: Path) -> None:
+    good = tmp_path / "good.sqsh"
+    good.write_bytes(superblock().ljust(4096, b"\0"))
+    sb = check(good)
+    assert (sb.compression, sb.block_size, sb.inodes, sb.bytes_used) == ("zstd", 131072, 10, 4096)
+    embedded = tmp_path / "embedded"
+    embedded.write_bytes(b"x" * 100 + superblock(comp_id=1).ljust(4096, b"\0"))
+    assert check(embedded, 100).compression == "gzip"
+    truncated = tmp_path / "short.sqsh"
+    truncated.write_bytes(superblock(bytes_used=10_000).ljust(4096, b"\0"))
+    with pytest.raises(ConvertError, match="truncated"):
+        check(truncated)
+    for name, data in (("magic", b"nope" * 30), ("version", superblock(major=3)), ("comp", superblock(comp_id=9))):
+        bad = tmp_path / name
+        bad.write_bytes(data.ljust(4096, b"\0"))
+        with pytest.raises(ConvertError):
+            check(bad)

@@ -1,0 +1,120 @@
+"""The artifact store: keys, atomic publish, verification on read, locks, export."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from buildkit.errors import ConvertError
+from buildkit.store import FORMAT_VERSION, Store, default_root, export, make_key
+
+
+def ok(path: Path) -> None:
+    if not path.read_bytes().startswith(b"GOOD"):
+        raise ConvertError(f"{path}: bad")
+
+
+def test_key_depends_on_every_option() -> None:
+    base = make_key(source_digest="sha256:a", target="sif", compression="zstd:3")
+    assert base == make_key(compression="zstd:3", target="sif", source_digest="sha256:a")
+    assert base == make_key(source_digest="sha256:a", target="sif", compression="zstd:3", format_version=FORMAT_VERSION)
+    assert len({base, make_key(source_digest="sha256:b", target="sif", compression="zstd:3"),
+                make_key(source_digest="sha256:a", target="sqsh", compression="zstd:3"),
+                make_key(source_digest="sha256:a", target="sif", compression="gzip:1"),
+                make_key(source_digest="sha256:a", target="sif", compression="zstd:3", format_version=99)}) == 5
+
+
+def test_cache_dir_env_override(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("CKIT_CACHE_DIR", str(tmp_path / "c"))
+    assert default_root() == tmp_path / "c"
+    assert Store().root == tmp_path / "c"
+    monkeypatch.delenv("CKIT_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_root() == tmp_path / "xdg" / "ckit"
+
+
+def test_publish_then_get_and_verify(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    key = make_key(source_digest="sha256:a", target="sqsh")
+    assert store.get(key, "sqsh", ok) is None
+    temp = store.temp_path(key, "sqsh")
+    temp.write_bytes(b"GOOD data")
+    entry = store.publish(key, "sqsh", temp, {"target": "sqsh", "source": "x"}, ok)
+    assert entry.path == tmp_path / "artifacts" / f"{key}.sqsh" and not temp.exists()
+    again = store.get(key, "sqsh", ok)
+    assert again is not None and again.meta["size"] == 9 and again.meta["source"] == "x"
+    assert [e.key for e in store.entries()] == [key]
+
+
+def test_failed_verification_publishes_nothing(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    key = make_key(source_digest="sha256:a", target="sif")
+    temp = store.temp_path(key, "sif")
+    temp.write_bytes(b"BAD")
+    with pytest.raises(ConvertError):
+        store.publish(key, "sif", temp, {"target": "sif"}, ok)
+    assert sorted(p.name for p in (tmp_path / "artifacts").iterdir()) == []
+
+
+def test_corrupted_artifact_is_a_miss_and_removed(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    key = make_key(source_digest="sha256:a", target="sqsh")
+    temp = store.temp_path(key, "sqsh")
+    temp.write_bytes(b"GOOD data")
+    entry = store.publish(key, "sqsh", temp, {"target": "sqsh"}, ok)
+    entry.path.write_bytes(b"BAD! data")  # same size, wrong content
+    assert store.get(key, "sqsh", ok) is None
+    assert not entry.path.exists()
+
+
+def test_clean_temps_removes_only_that_keys_leftovers(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    a, b = make_key(source_digest="sha256:a"), make_key(source_digest="sha256:b")
+    stale_a, stale_b = store.temp_path(a, "sqsh"), store.temp_path(b, "sqsh")
+    store.clean_temps(a)
+    assert not stale_a.exists() and stale_b.exists()
+
+
+def test_lock_serialises_holders_of_one_key(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    order: list[str] = []
+
+    def hold(name: str) -> None:
+        with store.lock("k"):
+            order.append(f"{name}-in")
+            time.sleep(0.2)
+            order.append(f"{name}-out")
+
+    threads = [threading.Thread(target=hold, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+        time.sleep(0.05)
+    for t in threads:
+        t.join()
+    assert order == ["a-in", "a-out", "b-in", "b-out"]
+
+
+def test_workdir_is_emptied_before_and_after(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    (tmp_path / "work" / "k").mkdir(parents=True)
+    (tmp_path / "work" / "k" / "stale").write_text("left by a killed run")
+    with store.workdir("k") as work:
+        assert list(work.iterdir()) == []
+        (work / "spool").write_text("x")
+    assert not (tmp_path / "work" / "k").exists()
+
+
+def test_export_is_atomic_and_replaces(tmp_path: Path) -> None:
+    src = tmp_path / "src.sif"
+    src.write_bytes(b"GOOD artifact")
+    dest = tmp_path / "out" / "x.sif"
+    export(src, dest)
+    assert dest.read_bytes() == b"GOOD artifact"
+    src2 = tmp_path / "src2.sif"
+    src2.write_bytes(b"GOOD newer")
+    export(src2, dest)
+    assert dest.read_bytes() == b"GOOD newer"
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["x.sif"]
