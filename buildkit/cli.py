@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 import traceback
 
 from .cliapp import SETTINGS, app, stderr
-from .commands import build as _build  # noqa: F401
-from .commands import convert as _convert  # noqa: F401
-from .commands import inspect as _inspect  # noqa: F401
-from .commands import launch as _launch  # noqa: F401
-from .commands import recipes as _recipes  # noqa: F401  (each module registers its commands on ``app``)
-from .commands import registry as _registry  # noqa: F401
-from .commands import sites as _sites  # noqa: F401
 from .errors import CkitError
 
-COMMAND_MODULES = [_recipes, _sites, _launch, _build, _convert, _registry, _inspect]
+# Command modules in the order `ckit --help` lists them; importing one registers its commands on ``app``.
+COMMAND_MODULES = ("recipes", "build", "convert", "inspect", "registry", "sites", "launch")
+for _module in COMMAND_MODULES:
+    importlib.import_module(f"{__package__}.commands.{_module}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -103,9 +103,12 @@ def launch(
         done = submit(path, wait=wait, cwd=Path.cwd())
         result.update(job_id=done.job_id, exit_code=done.exit_code)
         info(f"submitted job {done.job_id}")
+        if wait:
+            result["output"] = str(Path.cwd() / f"{name}-{done.job_id}.out")
+            info(f"job {done.job_id} finished with exit code {done.exit_code}; output: {result['output']}")
     elif wait:
         raise ConfigError("--wait needs --submit", hint="add --submit")
-    report = _nccl_report(plan.framework, wait, name, result.get("job_id"))
+    report = _nccl_report(plan.framework, result.get("output"))
     if report is not None:
         result["nccl"] = report.to_dict()
     if as_json:
@@ -118,11 +121,11 @@ def launch(
         raise typer.Exit(int(result["exit_code"]))  # type: ignore[arg-type]
 
 
-def _nccl_report(framework: str, waited: bool, name: str, job_id: object) -> nccl_report.NcclReport | None:
+def _nccl_report(framework: str, job_output: object) -> nccl_report.NcclReport | None:
     """After ``--wait`` on an nccl-tests job: the bus-bandwidth report of its output file."""
-    if framework != "nccl-tests" or not waited or not job_id:
+    if framework != "nccl-tests" or not job_output:
         return None
-    output = Path(f"{name}-{job_id}.out")
+    output = Path(str(job_output))
     try:
         return nccl_report.parse(output.read_text(encoding="utf-8", errors="replace"), str(output))
     except (OSError, ConfigError) as err:

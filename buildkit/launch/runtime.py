@@ -87,6 +87,8 @@ def container_words(plan: LaunchPlan, exports: Sequence[str], *, wrapped: bool) 
         return [*words, qv("CKIT_IMAGE")]
     if kind == "podman":
         words = ["podman", "run", "--rm", *flags]
+        if wrapped:  # the per-task glue runs instead of the image's ENTRYPOINT, as with `singularity exec`
+            words.append("--entrypoint=")
         if plan.gpus_per_node:
             words += ["--device", "nvidia.com/gpu=all"]
         for mount in _mount_words(plan):

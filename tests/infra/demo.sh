@@ -48,8 +48,10 @@ cmp "$sif" "$out/pulled/$(basename "$sif")" && cmp "$sqsh" "$out/pulled/$(basena
   && echo "pulled artifacts are byte-identical to the built ones"
 
 step "4. launch the demo image on the local Slurm, two tasks"
-"$ckit" launch --site local --runtime podman --image "$image" --framework ddp --tasks-per-node 2 --name demo \
-  -o "$out/launch/demo.sbatch" --submit --wait -- hello --greet from-slurm
+(cd "$out/launch" && "$ckit" launch --site local --runtime podman --image "$image" --framework ddp \
+  --tasks-per-node 2 --name demo -o demo.sbatch --submit --wait --json -- hello --greet from-slurm > job.json)
+job_out=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["output"])' "$out/launch/job.json")
+sort "$job_out"
 
 step "5. the job script each site would get"
 "$ckit" launch --site twnia2 --account MST108XXX --nodes 2 --image /work/TWCC_cntr/demo.sif --framework horovod \
