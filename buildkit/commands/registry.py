@@ -74,7 +74,7 @@ def login(
 @app.command("push")
 def push(
     source: Annotated[str, typer.Argument(metavar="SOURCE", help=(
-        "A .sif or .sqsh file, oci:PATH[:TAG], docker-archive:PATH or docker-daemon:REF."))],
+        "A .sif or .sqsh file, a stack (its newest build), oci:PATH[:TAG], docker-archive:PATH or docker-daemon:REF."))],
     ref: RefArg,
     stack: Annotated[str | None, typer.Option("--stack", help="Stack name recorded in the annotations.")] = None,
     sets: SetOpt = None,
@@ -107,13 +107,12 @@ def push(
 
 
 def _parameters(sets: list[str]) -> dict[str, dict[str, str]]:
+    from ..recipe.params import split_set
+
     result: dict[str, dict[str, str]] = {}
     for item in sets:
-        key, sep, value = item.partition("=")
-        addon, dot, param = key.partition(".")
-        if not sep or not dot or not addon or not param:
-            raise ConfigError(f"--set {item!r}: expected ADDON.PARAM=VALUE")
-        result.setdefault(addon, {})[param] = value
+        layer, param, value = split_set(item)
+        result.setdefault(layer, {})[param] = value
     return result
 
 

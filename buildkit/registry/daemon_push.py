@@ -69,3 +69,16 @@ def push_daemon_image(client: RegistryClient, source: str, ref: Reference, annot
         if annotated != manifest.data:
             digest = client.put_manifest(ref.repository, tag, annotated, manifest.media_type)
     return ImagePushResult(str(ref.with_digest(digest)), digest, size, None, labels)
+
+
+
+def stack_image(fingerprint: str) -> str | None:
+    """The engine's image built by ckit for a resolved stack (label ``io.ckit.fingerprint``); None if none.
+
+    When several match (rebuilt under other tags), the newest is taken."""
+    from ..engine.docker import connect
+
+    images = connect().client.images.list(filters={"label": f"io.ckit.fingerprint={fingerprint}"})
+    if not images:
+        return None
+    return str(max(images, key=lambda image: str(image.attrs.get("Created", ""))).id)

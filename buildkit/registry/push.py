@@ -6,6 +6,7 @@
 | `oci:PATH[:TAG]` | OCI layout through the registry API (:mod:`.images`) |
 | `docker-archive:PATH` | docker save archive through the registry API |
 | `docker-daemon:REF` | the engine's own push (:mod:`.daemon_push`) |
+| a stack name | its newest build in the engine (label ``io.ckit.stack``), pushed by the engine |
 """
 
 from __future__ import annotations
@@ -77,12 +78,23 @@ def push(client: RegistryClient, source: str, ref: Reference, options: PushOptio
         from .daemon_push import push_daemon_image
 
         result = push_daemon_image(client, source[len("docker-daemon:"):], ref, annotate)
+    elif not Path(source).is_file() and _is_stack(source):
+        from .daemon_push import push_daemon_image, stack_image
+
+        sets = [f"{layer}.{k}={v}" for layer, values in (options.parameters or {}).items() for k, v in values.items()]
+        fingerprint = _catalog().resolve(source, sets=sets).fingerprint
+        image = stack_image(fingerprint)
+        if image is None:
+            again = " ".join(["ckit build", source, *(f"--set {s}" for s in sets)])
+            raise ConfigError(f"stack {source} has no build in the engine (fingerprint {fingerprint[:12]})",
+                              hint=f"run `{again}` first")
+        result = push_daemon_image(client, image, ref, annotate)
     else:
         path = Path(source)
         if not path.is_file():
-            raise ConfigError(f"push source {source!r} is neither a file nor an image source",
-                              hint="give a .sif/.sqsh file, oci:PATH[:TAG], docker-archive:PATH or "
-                                   "docker-daemon:REF")
+            raise ConfigError(f"push source {source!r} is neither a file, a stack nor an image source",
+                              hint="give a .sif/.sqsh file, a stack name, oci:PATH[:TAG], docker-archive:PATH "
+                                   "or docker-daemon:REF")
         from .artifacts import detect_kind
 
         kind = detect_kind(path)
@@ -93,3 +105,13 @@ def push(client: RegistryClient, source: str, ref: Reference, options: PushOptio
                            pushed.uploaded_bytes, values)
     return PushOutcome(source, result.reference, result.digest, "image", result.size, result.uploaded_bytes,
                        recorded)
+
+
+def _catalog():  # type: ignore[no-untyped-def]
+    from ..recipe.catalog import Catalog
+
+    return Catalog.from_settings()
+
+
+def _is_stack(name: str) -> bool:
+    return name in _catalog().stack_names()
