@@ -1,6 +1,6 @@
 """Atomic artifacts: write next to the destination, verify, then rename into place.
 
-An interrupted or failed write never leaves a file at the final path (ARCHITECTURE property 8). Every
+An interrupted or failed write never leaves a file at the final path. Every
 writer of a user-visible file goes through :func:`atomic_path`.
 """
 

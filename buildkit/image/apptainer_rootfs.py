@@ -1,4 +1,4 @@
-"""What apptainer adds to the rootfs of a docker-derived SIF (docs/formats/APPTAINER_ROOTFS.md §1.2-§1.8).
+"""What apptainer adds to the rootfs of a docker-derived SIF (apptainer's build sources: base environment, runscript, env and labels).
 
 Pure: every function returns text or :class:`RootfsEntry` values; the converter writes them into the
 squashfs. The runscript and ``10-docker2singularity.sh`` follow apptainer's quoting rules exactly, so a

@@ -1,4 +1,4 @@
-"""The fixed shell scripts of a ``/.singularity.d`` tree (docs/formats/APPTAINER_ROOTFS.md §1.2).
+"""The fixed shell scripts of a ``/.singularity.d`` tree (what apptainer's base environment step writes).
 
 ckit's own script bodies with the behaviour the apptainer/singularity runtimes expect. Current runtimes run
 their embedded action script and only *source* ``env/*.sh``; the ``actions/*`` files serve older runtimes

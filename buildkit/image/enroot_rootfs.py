@@ -1,4 +1,4 @@
-"""The files ``enroot import`` adds to an image (docs/formats/ENROOT.md §3), byte for byte.
+"""The files ``enroot import`` adds to an image (enroot's ``docker::configure`` in src/docker.sh), byte for byte.
 
 ``/etc/rc`` (the command script enroot and Pyxis run), ``/etc/rc.local``, ``/etc/fstab`` (one bind mount per
 volume) and ``/etc/environment`` (the image ENV), plus the WorkingDir directory.

@@ -1,4 +1,4 @@
-"""SIF v01 (Singularity Image Format) reader and writer, pure Python (layout: docs/formats/SIF.md).
+"""SIF v01 (Singularity Image Format) reader and writer, pure Python (the layout the sylabs/sif v2 library writes).
 
 The writer lays objects out exactly like the reference library (sylabs/apptainer ``sif`` v2): 128-byte header,
 zero gap up to 4096, 48 descriptors of 585 bytes, data from offset 32176; partitions aligned to 4096 bytes,
@@ -20,7 +20,7 @@ from typing import BinaryIO
 from ..errors import ConvertError
 from ..fsutil import atomic_path
 
-# --- constants (SIF.md §2-§3) -------------------------------------------------------------------------------
+# --- constants (sylabs/sif sif.go, descriptor.go) -------------------------------------------------------------------------------
 MAGIC = b"SIF_MAGIC\x00"
 VERSION = b"01\x00"
 HEADER_SIZE = 128
@@ -211,7 +211,7 @@ def write_apptainer_sif(
     arch: str,
     inspect_metadata: bytes | None = None,
 ) -> None:
-    """Write a SIF as ``apptainer build`` does (SIF.md §5), atomically: temp file, fsync, verify, rename.
+    """Write a SIF as ``apptainer build`` does, atomically: temp file, fsync, verify, rename.
 
     Objects: Def.FILE, the JSON.Generic objects sorted by name (``inspect-metadata.json`` when given,
     ``oci-config.json``), then the squashfs as the primary system partition. ``SOURCE_DATE_EPOCH`` makes

@@ -276,7 +276,7 @@ class Component(abc.ABC):
     def _holders(self) -> list[int]:
         return [int(p.name) for p in self._lease_dir.glob("*") if p.name.isdigit()]
 
-    # Several pytest sessions (engineers in one tree, xdist workers) share the components: each holds a
+    # Several pytest sessions (several checkouts of one tree, xdist workers) share the components: each holds a
     # lease (its pid); the last one to leave stops the component, unless start.sh asked to keep it.
     @property
     def _lease_dir(self) -> Path:

@@ -1,6 +1,6 @@
 """A single-node Slurm 22.05 (munged, slurmctld, slurmd) configured through SLURM_CONF in the run dir.
 
-Config as in TEST-INFRA.md §6: linuxproc + task/none (no cgroups), cons_tres CR_Core, sched_interval=1.
+Config: linuxproc + task/none (no cgroups), cons_tres CR_Core, sched_interval=1.
 Partitions: ``debug`` (default) and ``batch``, both on the one node.
 """
 

@@ -15,6 +15,7 @@ from buildkit import process
 from buildkit.cli import main
 from buildkit.engine.base import BuildListener, BuildRequest, BuiltImage
 from buildkit.engine.docker import DockerEngine
+from tests.infra.containers import run_container
 
 
 def ckit(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -135,8 +136,8 @@ def test_build_demo_to_image_sif_sqsh(podman: Any, debian_image: str, cache: Pat
     files = process.run(["unsquashfs", "-l", "-d", "", sqsh["path"]]).stdout.splitlines()
     assert "/opt/ckit-demo/hello" in files and "/etc/rc" in files
 
-    container = docker.from_env().containers.run(image["ref"], remove=True)
-    assert container.decode().startswith("hello from ckit\n")
+    status, output = run_container(docker.from_env(), image["ref"])
+    assert status == 0 and output.decode().startswith("hello from ckit\n")
 
     code, out, err = ckit(capsys, "build", "demo", "--to", "image,sif,sqsh", "-o", str(out_dir), "--json")
     assert code == 0, err

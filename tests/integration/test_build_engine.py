@@ -11,6 +11,7 @@ from buildkit.engine.base import BuildEvent, BuildFailed, BuildRequest, select_e
 from buildkit.engine.docker import DockerEngine
 from buildkit.errors import ConfigError
 from buildkit.render.context import ContextFile
+from tests.infra.containers import run_container
 
 KEY = "io.ckit.build.key"
 
@@ -35,8 +36,7 @@ def test_builds_an_image_with_labels_and_files(busybox_image: str) -> None:
     client = docker.from_env()
     labels = client.images.get("localhost/ckit-test/engine:ok").labels
     assert labels[KEY] == "k1" and labels["org.example.x"] == "y"  # the build key label is the engine's
-    out = client.containers.run("localhost/ckit-test/engine:ok", remove=True)
-    assert out == b"hello from the context\nbuilt\n"
+    assert run_container(client, "localhost/ckit-test/engine:ok") == (0, b"hello from the context\nbuilt\n")
 
 
 def test_failing_run_step_names_the_step_and_shows_the_log_tail(busybox_image: str) -> None:

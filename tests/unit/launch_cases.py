@@ -24,7 +24,7 @@ def default_request(site: str, framework: str) -> LaunchRequest:
     return LaunchRequest(command=COMMAND, framework=framework, **SITE_DEFAULTS[site])  # type: ignore[arg-type]
 
 
-# Seed guides' own resources (see /work/shared/seeds and the README table).
+# Seed guides' own resources (see the README's seed table).
 SEED_REQUESTS: dict[str, tuple[str, LaunchRequest]] = {
     "000-twnia2-horovod": ("twnia2", LaunchRequest(
         command=("python", "pytorch_synthetic_benchmark.py", "--batch-size", "256"), framework="horovod", nodes=2,

@@ -1,4 +1,4 @@
-"""The /.singularity.d additions of a docker-derived SIF (docs/formats/APPTAINER_ROOTFS.md)."""
+"""The /.singularity.d additions of a docker-derived SIF (as apptainer builds them)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The apptainer engine's cache in the artifact store, and placing its .sif at the output (no apptainer needed).
 
 The build itself needs apptainer, which Debian 12 (and so CI) does not have; its command line is tested in
-test_engine.py. Here a real SIF written by apptainer (shared/testdata) stands in the store as an earlier build.
+test_engine.py. Here a real SIF written by apptainer (tests/data/sif) stands in the store as an earlier build.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from buildkit.recipe.catalog import Catalog
 from buildkit.render.context import build_context
 from buildkit.store import Store
 
-REAL_SIF = Path("/work/shared/testdata/sif/busybox_amd64.sif")
+REAL_SIF = Path(__file__).resolve().parents[1] / "data" / "sif" / "busybox_amd64.sif"
 
 
 def publish(store: Store, build_key: str, source: Path) -> Path:

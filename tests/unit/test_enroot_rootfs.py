@@ -1,4 +1,4 @@
-"""Enroot rootfs files (/etc/rc, rc.local, fstab, environment) byte-exact to docs/formats/ENROOT.md §3."""
+"""Enroot rootfs files (/etc/rc, rc.local, fstab, environment) byte-exact to what enroot import writes."""
 
 from __future__ import annotations
 
