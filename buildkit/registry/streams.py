@@ -91,9 +91,11 @@ class LimitedReader:
         return self.size
 
     def read(self, amt: int = -1) -> bytes:
+        """Up to ``amt`` bytes, but never less than READ_SIZE: http.client asks for 8-16 KiB blocks, and
+        returning 1 MiB at a time saves most of the per-block Python work on large uploads."""
         if self.remaining <= 0:
             return b""
-        want = self.remaining if amt is None or amt < 0 else min(amt, self.remaining)
+        want = self.remaining if amt is None or amt < 0 else min(max(amt, READ_SIZE), self.remaining)
         data = self.stream.read(want)
         self.remaining -= len(data)
         if self.progress and data:

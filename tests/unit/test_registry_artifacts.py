@@ -47,7 +47,19 @@ def test_limited_reader_reports_progress_and_stops_at_size() -> None:
     reader = LimitedReader(io.BytesIO(DATA), 25, seen.append)
     assert len(reader) == 25
     assert reader.read(10) + reader.read(100) + reader.read(5) == DATA[:25]
-    assert seen == [10, 15]
+    assert seen == [25]  # small requests are served a whole block (up to READ_SIZE) at a time
+
+
+def test_limited_reader_serves_large_blocks_to_small_requests() -> None:
+    from buildkit.registry.streams import READ_SIZE
+
+    payload = bytes(range(256)) * (3 * READ_SIZE // 256 + 7)
+    reader = LimitedReader(io.BytesIO(payload), len(payload))
+    blocks = []
+    while block := reader.read(16384):  # what http.client asks for
+        blocks.append(block)
+    assert b"".join(blocks) == payload
+    assert [len(b) for b in blocks] == [READ_SIZE, READ_SIZE, READ_SIZE, len(payload) - 3 * READ_SIZE]
 
 
 def test_detect_kind(tmp_path: Path) -> None:
