@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ConfigError, IntegrityError, RegistryError
+from ..errors import IntegrityError, RegistryError
 from ..fsutil import atomic_path
 from .client import OCI_MANIFEST, Progress, RegistryClient
 from .reference import Reference
@@ -45,18 +45,10 @@ KINDS = (SIF, SQSH)
 
 
 def detect_kind(path: Path) -> ArtifactKind:
-    """A SIF (``SIF_MAGIC`` at byte 32) or a squashfs (``hsqs`` at byte 0); anything else is bad input."""
-    try:
-        with open(path, "rb") as src:
-            head = src.read(48)
-    except OSError as err:
-        raise ConfigError(f"{path}: cannot read ({err.strerror})") from err
-    if head[32:41] == b"SIF_MAGIC":
-        return SIF
-    if head[:4] == b"hsqs":
-        return SQSH
-    raise ConfigError(f"{path}: neither a SIF nor a squashfs file",
-                      hint="push a .sif or .sqsh made by `ckit convert`, or an image (oci:PATH, docker-archive:PATH)")
+    """A SIF or an Enroot squashfs, by content (see :func:`buildkit.image.inspect.detect`)."""
+    from ..image.inspect import detect
+
+    return SIF if detect(path) == "sif" else SQSH
 
 
 def kind_of_manifest(manifest: dict) -> ArtifactKind | None:

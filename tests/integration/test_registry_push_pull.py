@@ -174,7 +174,7 @@ def test_pushing_something_that_is_no_artifact_is_bad_input(registry, tmp_path: 
     junk.write_text("hello\n")
     pushed = ckit("push", str(junk), f"{registry.host}/{unique_repo()}:v1")
     assert pushed.returncode == 2
-    assert "neither a SIF nor a squashfs file" in pushed.stderr
+    assert "neither a SIF image nor a squashfs (.sqsh) file" in pushed.stderr
 
 
 def test_stage_pulls_into_the_dest_folder_and_copies_local_files(registry, tmp_path: Path) -> None:

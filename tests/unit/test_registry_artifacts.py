@@ -70,7 +70,7 @@ def test_detect_kind(tmp_path: Path) -> None:
     other = tmp_path / "a.txt"
     other.write_text("hello")
     assert detect_kind(sif) is SIF and detect_kind(sqsh) is SQSH
-    with pytest.raises(ConfigError, match="neither a SIF nor a squashfs file"):
+    with pytest.raises(ConfigError, match="neither a SIF image nor a squashfs"):
         detect_kind(other)
 
 
