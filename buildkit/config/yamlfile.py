@@ -10,12 +10,14 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
 import yaml
 
 from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    import jsonschema
 
 KeyPath = tuple[str | int, ...]
 
@@ -150,6 +152,8 @@ def _describe(error: jsonschema.ValidationError) -> tuple[KeyPath, str, str | No
 
 def validate(doc: Document, schema: dict[str, Any], *, kind: str) -> None:
     """Raise a ConfigError for the first (most relevant) schema violation in ``doc``."""
+    import jsonschema  # imported here: only commands that read a recipe or site file pay for it
+
     validator = jsonschema.Draft202012Validator(schema)
     errors = list(validator.iter_errors(doc.data))
     if not errors:
