@@ -118,8 +118,9 @@ class Store:
         return Path(name)
 
     def clean_temps(self, key: str) -> None:
-        """Remove temp files a killed producer of ``key`` left behind (call with the key's lock held)."""
-        for stale in self.artifacts.glob(f".{key[:16]}.*.tmp"):
+        """Remove temp files a killed producer of ``key`` left behind (call with the key's lock held): its temp
+        artifact and the temp files of writers that themselves write atomically next to it (``..<key>.….tmp``)."""
+        for stale in self.artifacts.glob(f".*{key[:16]}.*.tmp"):
             stale.unlink(missing_ok=True)
 
     def publish(self, key: str, suffix: str, temp: Path, meta: dict[str, Any],

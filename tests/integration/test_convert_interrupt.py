@@ -37,6 +37,11 @@ def test_sigkill_leaves_no_partial_file_and_the_next_run_succeeds(debian_archive
     rng = random.Random(int.from_bytes(os.urandom(4), "little"))
     env = {**os.environ, "CKIT_CACHE_DIR": str(tmp_path / "cache")}
     source = f"docker-archive:{debian_archive}"
+    # kill inside the window a whole conversion takes on this machine (measured, not guessed)
+    started = time.monotonic()
+    subprocess.run(ckit_argv(source, tmp_path / "timing.sqsh"),  # noqa: S603
+                   env={**env, "CKIT_CACHE_DIR": str(tmp_path / "timing-cache")}, capture_output=True, check=True)
+    window = time.monotonic() - started
     killed = 0
     for trial in range(TRIALS):
         target = ("sqsh", "sif")[trial % 2]
@@ -45,7 +50,7 @@ def test_sigkill_leaves_no_partial_file_and_the_next_run_succeeds(debian_archive
         argv = ckit_argv(source, out, target) + ["--compress", f"zstd:{trial + 1}"]
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,  # noqa: S603
                                 start_new_session=True)
-        time.sleep(rng.uniform(0.2, 3.0))
+        time.sleep(rng.uniform(0.05, 0.85) * window)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)  # ckit and its tar2sqfs child
             killed += 1

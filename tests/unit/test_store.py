@@ -74,8 +74,11 @@ def test_clean_temps_removes_only_that_keys_leftovers(tmp_path: Path) -> None:
     store = Store(tmp_path)
     a, b = make_key(source_digest="sha256:a"), make_key(source_digest="sha256:b")
     stale_a, stale_b = store.temp_path(a, "sqsh"), store.temp_path(b, "sqsh")
+    # an atomic writer of the temp artifact (the SIF writer) puts its own temp file next to it
+    nested_a = stale_a.with_name(f".{stale_a.name}.x1y2z3.tmp")
+    nested_a.write_bytes(b"partial")
     store.clean_temps(a)
-    assert not stale_a.exists() and stale_b.exists()
+    assert not stale_a.exists() and not nested_a.exists() and stale_b.exists()
 
 
 def test_lock_serialises_holders_of_one_key(tmp_path: Path) -> None:
