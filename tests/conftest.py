@@ -1,4 +1,4 @@
-"""Shared test plumbing: golden files.
+"""Shared test plumbing: golden files, and a cache dir of the test session's own.
 
 Golden files live in ``tests/golden/``. ``pytest --update-golden`` rewrites them from the current output;
 review the diff before committing.
@@ -6,7 +6,8 @@ review the diff before committing.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -34,3 +35,15 @@ def golden(request: pytest.FixtureRequest) -> Callable[[str, str], None]:
         assert text == expected, f"output differs from {path} (pytest --update-golden rewrites it)"
 
     return check
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """ckit's cache (artifacts, remembered digests) lives in the session's temp dir, never the user's."""
+    before = os.environ.get("CKIT_CACHE_DIR")
+    os.environ["CKIT_CACHE_DIR"] = str(tmp_path_factory.mktemp("ckit-cache"))
+    yield
+    if before is None:
+        os.environ.pop("CKIT_CACHE_DIR", None)
+    else:
+        os.environ["CKIT_CACHE_DIR"] = before

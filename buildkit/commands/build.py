@@ -7,9 +7,7 @@ from typing import Annotated
 
 import typer
 
-from .. import build as builder
 from ..cliapp import SETTINGS, DryRunOpt, JsonOpt, NgcOpt, SetOpt, app, emit_json, info, progress, stderr
-from ..engine.base import BuildEvent, BuildFailed
 
 
 @app.command("build")
@@ -32,6 +30,9 @@ def build(
     as_json: JsonOpt = False,
 ) -> None:
     """Build STACK with Docker/podman or apptainer, then convert it to .sif and .sqsh."""
+    from .. import build as builder
+    from ..engine.base import BuildEvent, BuildFailed
+
     prepared = builder.prepare(stack, sets=sets or [], ngc=ngc, engine_name=engine, to=to, output_dir=output,
                                tag=tag, lock_file=lock_file if locked else None, dry_run=dry_run)
     plan = prepared.plan

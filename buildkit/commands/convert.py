@@ -8,8 +8,7 @@ from typing import Annotated
 import typer
 
 from ..cliapp import SETTINGS, JsonOpt, app, emit_json, info
-from ..image.convert import convert as run_convert
-from ..image.source import SOURCE_FORMS
+from ..image import SOURCE_FORMS
 
 
 @app.command("convert")
@@ -29,6 +28,8 @@ def convert(
     as_json: JsonOpt = False,
 ) -> None:
     """Convert an image to .sif or Enroot .sqsh without root, apptainer or enroot."""
+    from ..image.convert import convert as run_convert
+
     site_profile = None
     if site is not None:
         from ..site import load_site

@@ -8,8 +8,6 @@ from typing import Annotated
 import typer
 
 from ..cliapp import JsonOpt, app, emit_json
-from ..image.inspect import inspect as inspect_file
-from ..image.inspect import render_text
 
 
 @app.command("inspect")
@@ -18,6 +16,9 @@ def inspect(
     as_json: JsonOpt = False,
 ) -> None:
     """Show what a .sif or .sqsh holds: SIF header and objects, labels, environment, runscript or /etc/rc."""
+    from ..image.inspect import inspect as inspect_file
+    from ..image.inspect import render_text
+
     report = inspect_file(file)
     if as_json:
         emit_json(report)

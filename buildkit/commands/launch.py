@@ -11,13 +11,6 @@ import typer
 from ..cliapp import SETTINGS, DryRunOpt, JsonOpt, app, emit_json, info, warn
 from ..errors import ConfigError
 from ..launch import nccl_report
-from ..launch.dlws import render_dlws
-from ..launch.plan import LaunchRequest, plan_launch
-from ..launch.slurm import render_sbatch
-from ..launch.submit import submit, write_script
-from ..process import which
-from ..site import load_site
-from ..site.policy import submit_from_violation
 
 
 def _pairs(values: list[str] | None, flag: str) -> tuple[tuple[str, str], ...]:
@@ -64,6 +57,12 @@ def launch(
     as_json: JsonOpt = False,
 ) -> None:
     """Write a job script for SITE, check it against the site's rules and submit it."""
+    from ..launch.plan import LaunchRequest, plan_launch
+    from ..launch.submit import submit, write_script
+    from ..process import which
+    from ..site import load_site
+    from ..site.policy import submit_from_violation
+
     request = LaunchRequest(
         command=tuple(command or ()), image=image, framework=framework, launcher=launcher, rank_table=rank_table,
         nodes=nodes, gpus_per_node=gpus_per_node, tasks_per_node=tasks_per_node, cpus_per_task=cpus_per_task,
@@ -74,6 +73,8 @@ def launch(
     for message in plan.warnings:
         warn(message)
     if plan.site.scheduler == "dlws":
+        from ..launch.dlws import render_dlws
+
         job = render_dlws(plan)
         written = {} if dry_run else {
             target: str(write_script(content, (output or Path(f"{name}-{site}")) / Path(target).name))
@@ -86,6 +87,8 @@ def launch(
         else:
             typer.echo(job.text(), nl=False)
         return
+    from ..launch.slurm import render_sbatch
+
     script = render_sbatch(plan)
     if dry_run:
         if as_json:

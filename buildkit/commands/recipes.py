@@ -9,9 +9,6 @@ import typer
 
 from ..cliapp import JsonOpt, NgcOpt, SetOpt, app, emit_json, info, warn
 from ..fsutil import atomic_write
-from ..recipe import describe
-from ..recipe.catalog import Catalog
-from ..render.context import render as render_recipe
 
 
 @app.command("recipes")
@@ -20,6 +17,9 @@ def recipes_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """List the stacks (and with --all the bases and add-ons) with one-line descriptions."""
+    from ..recipe import describe
+    from ..recipe.catalog import Catalog
+
     data = describe.catalogue(Catalog.from_settings(), everything=all_layers)
     if json_out:
         emit_json(data)
@@ -39,6 +39,9 @@ def show_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """The resolved stack: layers, parameters, stack facts (CUDA, driver, NCCL…) and warnings."""
+    from ..recipe import describe
+    from ..recipe.catalog import Catalog
+
     catalog = Catalog.from_settings()
     recipe = catalog.resolve(stack, sets=sets or [], ngc=ngc)
     data = describe.resolved(catalog, recipe)
@@ -59,6 +62,9 @@ def render_cmd(
                                                 help="Write here instead of stdout.")] = None,
 ) -> None:
     """Render the stack as a Dockerfile or a Singularity/Apptainer .def (stdout unless -o)."""
+    from ..recipe.catalog import Catalog
+    from ..render.context import render as render_recipe
+
     fmt = fmt.lower()
     if fmt not in ("docker", "singularity"):
         raise typer.BadParameter(f"{fmt!r}: choose docker or singularity", param_hint="--format")

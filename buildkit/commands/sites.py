@@ -7,8 +7,6 @@ from typing import Annotated
 import typer
 
 from ..cliapp import SETTINGS, JsonOpt, app, emit_json
-from ..site import list_sites, load_site
-from ..site.describe import site_data, site_summary, site_text
 
 sites_app = typer.Typer(name="sites", help="Site profiles (built-in and --sites folders).",
                         invoke_without_command=True, rich_markup_mode=None)
@@ -20,6 +18,9 @@ def sites(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """List the site profiles."""
     if ctx.invoked_subcommand is not None:
         return
+    from ..site import list_sites
+    from ..site.describe import site_summary
+
     found = list_sites(SETTINGS.sites_dirs)
     if as_json:
         emit_json([site_summary(s) for s in found])
@@ -32,6 +33,9 @@ def sites(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 @sites_app.command("show")
 def show(name: Annotated[str, typer.Argument(metavar="SITE", help="Site name.")], as_json: JsonOpt = False) -> None:
     """Every value of a site profile with its verified/seed/uncertain tag."""
+    from ..site import load_site
+    from ..site.describe import site_data, site_text
+
     site = load_site(name, SETTINGS.sites_dirs)
     if as_json:
         emit_json(site_data(site))

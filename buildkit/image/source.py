@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, ConvertError, IntegrityError
+from . import SOURCE_FORMS
 
 SAVE_TIMEOUT = 600  # seconds the engine may stay silent during an image save
 
-SOURCE_FORMS = ("docker-daemon:REF", "docker-archive:PATH[:REF]", "oci:PATH[:TAG]", "docker://REF")
 MANIFEST_TYPES = (
     "application/vnd.oci.image.manifest.v1+json",
     "application/vnd.docker.distribution.manifest.v2+json",

@@ -21,9 +21,10 @@ from pathlib import Path
 
 from ..errors import IntegrityError, RegistryError
 from ..fsutil import atomic_path
+from . import known_digests
 from .client import OCI_MANIFEST, Progress, RegistryClient
 from .reference import Reference
-from .streams import READ_SIZE, file_digest, sha256_digest
+from .streams import READ_SIZE, sha256_digest
 
 TITLE = "org.opencontainers.image.title"
 EMPTY_CONFIG = b"{}"
@@ -87,12 +88,21 @@ class PushResult:
 
 
 def push_artifact(client: RegistryClient, ref: Reference, path: Path, annotations: dict[str, str],
-                  progress: Progress | None = None, hash_progress: Progress | None = None) -> PushResult:
+                  progress: Progress | None = None) -> PushResult:
+    """Push the file as one layer. A file ckit knows the digest of is offered to the registry first (HEAD);
+    a new one is hashed while it is uploaded, and its digest remembered for the next push."""
     kind = detect_kind(path)
-    digest, size = file_digest(str(path), hash_progress)
+    size = path.stat().st_size
     repo = ref.repository
     uploaded = client.upload_blob(repo, io.BytesIO(EMPTY_CONFIG), sha256_digest(EMPTY_CONFIG), len(EMPTY_CONFIG))
-    uploaded += client.upload_blob(repo, path, digest, size, progress=progress)
+    digest = known_digests.lookup(path)
+    if digest is not None:
+        uploaded += client.upload_blob(repo, path, digest, size, progress=progress)
+    else:
+        seen = known_digests.identity(path)
+        digest, sent = client.upload_new_file(repo, path, size, progress)
+        uploaded += sent
+        known_digests.remember(path, digest, seen)
     manifest = build_manifest(kind, digest, size, path.name, annotations)
     manifest_digest = client.put_manifest(repo, ref.tag or ref.reference, manifest, OCI_MANIFEST)
     return PushResult(str(ref.with_digest(manifest_digest)), manifest_digest, kind.name, size, uploaded)
@@ -142,6 +152,7 @@ def pull_artifact(client: RegistryClient, ref: Reference, out_dir: Path, progres
     final = out_dir / (name or output_name(ref, kind, (layer.get("annotations") or {}).get(TITLE)))
     size = int(layer["size"])
     download_verified(client, ref.repository, layer["digest"], size, final, progress)
+    known_digests.remember(final, layer["digest"])
     return PullResult(final, layer["digest"], manifest_digest, kind.name, size,
                       dict(data.get("annotations") or {}))
 

@@ -3,6 +3,9 @@
 After a failed chunk the upload's status (``GET`` on its location, ``Range: 0-N``) says how much the
 registry kept; the upload goes on from there. When the registry forgot the upload (404), it starts over
 once per chunk failure, up to :data:`MAX_RESTARTS` times.
+
+An upload whose digest is not known yet (``digest=None``) hashes the file as it sends it
+(:class:`~.streams.HashingFile`) and closes with the digest it computed: one read of the file, not two.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import TYPE_CHECKING, BinaryIO
 import requests
 
 from ..errors import RegistryError
-from .streams import LimitedReader
+from .streams import HashingFile, LimitedReader
 from .tokens import scope_for
 
 if TYPE_CHECKING:
@@ -26,13 +29,15 @@ MAX_RESTARTS = 3
 
 
 class ChunkedUpload:
-    def __init__(self, client: RegistryClient, repo: str, location: str, stream: BinaryIO, digest: str,
+    def __init__(self, client: RegistryClient, repo: str, location: str, stream: BinaryIO, digest: str | None,
                  size: int, progress: Callable[[int], None] | None) -> None:
         self.client = client
         self.repo = repo
         self.location = location
-        self.stream = stream
+        self.hashing = HashingFile(stream) if digest is None else None
+        self.stream: BinaryIO | HashingFile = self.hashing or stream
         self.digest = digest
+        self.what = digest or "blob"
         self.size = size
         self.progress = progress
         self.scopes = [scope_for(repo, "pull,push")]
@@ -56,11 +61,13 @@ class ChunkedUpload:
             except (requests.RequestException, RegistryError, OSError) as err:
                 failures += 1
                 if failures > MAX_RESTARTS:
-                    raise RegistryError(f"upload of blob {self.digest} to {self.client.host}/{self.repo} "
+                    raise RegistryError(f"upload of {self.what} to {self.client.host}/{self.repo} "
                                         f"failed {failures} times; last error: {err}") from err
                 offset = self._recover()
                 log.debug("chunk upload failed (%s); going on from byte %d", err.__class__.__name__, offset)
-        self.client.request("PUT", self.client.with_param(self.location, "digest", self.digest), self.scopes,
+        if self.hashing is not None:
+            self.digest = self.hashing.digest(self.size)
+        self.client.request("PUT", self.client.with_param(self.location, "digest", str(self.digest)), self.scopes,
                             ok=(201,), headers={"Content-Length": "0"},
                             what=f"finish upload of {self.digest} to {self.client.host}/{self.repo}")
         return self.sent
@@ -78,7 +85,7 @@ class ChunkedUpload:
             "PATCH", self.location, self.scopes, ok=(202,), body=self._body(offset, length),
             headers={"Content-Type": "application/octet-stream", "Content-Length": str(length),
                      "Content-Range": f"{offset}-{end - 1}"},
-            what=f"upload chunk of {self.digest} to {self.client.host}/{self.repo}")
+            what=f"upload chunk of {self.what} to {self.client.host}/{self.repo}")
         self.location = self.client.location_of(response)
         return self._range_end(response, default=end)
 

@@ -268,7 +268,23 @@ class RegistryClient:
         self.bytes_uploaded += sent
         return sent
 
-    def _start_upload(self, repo: str, digest: str, mount_from: str | None) -> str | None:
+    def upload_new_file(self, repo: str, path: Path, size: int, progress: Progress | None = None) -> tuple[str, int]:
+        """Upload a file whose digest is not known, hashing it as it is sent (chunked); return (digest, bytes sent).
+
+        Without a digest the registry cannot be asked first, so use this only for a file ckit has not seen
+        (see :mod:`.known_digests`); it saves the separate read that hashing first would cost.
+        """
+        from .chunked import ChunkedUpload
+
+        location = self._start_upload(repo, None, None)
+        assert location is not None  # noqa: S101 - only a mount answers 201
+        with open(path, "rb") as stream:
+            upload = ChunkedUpload(self, repo, location, stream, None, size, progress)
+            sent = upload.run()
+        self.bytes_uploaded += sent
+        return str(upload.digest), sent
+
+    def _start_upload(self, repo: str, digest: str | None, mount_from: str | None) -> str | None:
         scopes = [scope_for(repo, "pull,push")]
         params = None
         if mount_from and mount_from != repo:

@@ -19,19 +19,6 @@ def sha256_digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def file_digest(path: str, progress: Callable[[int], None] | None = None) -> tuple[str, int]:
-    """sha256 digest and size of a file, read in 1 MiB pieces."""
-    h = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as src:
-        while chunk := src.read(READ_SIZE):
-            h.update(chunk)
-            size += len(chunk)
-            if progress:
-                progress(len(chunk))
-    return "sha256:" + h.hexdigest(), size
-
-
 class VerifyingReader:
     """Reads from ``raw`` and checks the sha256 digest (and the size, when known) at the end of the data."""
 
@@ -81,7 +68,7 @@ class VerifyingReader:
 class LimitedReader:
     """At most ``size`` bytes of ``stream`` as a request body, reporting progress as they are sent."""
 
-    def __init__(self, stream: BinaryIO, size: int, progress: Callable[[int], None] | None = None) -> None:
+    def __init__(self, stream: _Readable, size: int, progress: Callable[[int], None] | None = None) -> None:
         self.stream = stream
         self.remaining = size
         self.size = size
@@ -101,3 +88,42 @@ class LimitedReader:
         if self.progress and data:
             self.progress(len(data))
         return data
+
+
+class HashingFile:
+    """A seekable file that hashes its bytes the first time each is read, in file order.
+
+    An upload that resends a range (a resumed or restarted chunk) reads bytes again without hashing
+    them twice, so the digest is that of the file whatever the upload went through.
+    """
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self.stream = stream
+        self.hashed = 0
+        self._hash = hashlib.sha256()
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self.stream.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self.stream.tell()
+
+    def seekable(self) -> bool:
+        return True
+
+    def read(self, amt: int = -1) -> bytes:
+        start = self.stream.tell()
+        if start > self.hashed:
+            raise IntegrityError(f"upload skipped bytes {self.hashed}-{start - 1} of the file it hashes")
+        data = self.stream.read(amt)
+        end = start + len(data)
+        if end > self.hashed:
+            self._hash.update(memoryview(data)[self.hashed - start:])
+            self.hashed = end
+        return data
+
+    def digest(self, size: int) -> str:
+        if self.hashed != size:
+            raise IntegrityError(f"the upload read {self.hashed} of the file's {size} bytes",
+                                 hint="the file changed while it was being pushed; push it again")
+        return "sha256:" + self._hash.hexdigest()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -68,6 +69,17 @@ def test_repush_of_an_unchanged_artifact_uploads_zero_bytes(registry, tmp_path: 
     assert first["uploaded_bytes"] > 0
     assert second["uploaded_bytes"] == 0
     assert second["digest"] == first["digest"] or second["annotations"] != first["annotations"]
+
+
+def test_a_pulled_file_is_not_sent_back_to_the_registry_it_came_from(registry, tmp_path: Path) -> None:
+    """ckit remembers the digest it verified on pull, so it can ask the registry before sending the file."""
+    sif = fake_sif(tmp_path / "up.sif")
+    repo = f"{registry.host}/{unique_repo()}"
+    assert json.loads(ckit("push", str(sif), f"{repo}:a", "--json").stdout)["uploaded_bytes"] > sif.stat().st_size
+    pulled = ckit("pull", f"{repo}:a", "-o", str(tmp_path / "down"))
+    assert pulled.returncode == 0, pulled.stderr
+    again = json.loads(ckit("push", pulled.stdout.strip(), f"{repo}:b", "--json").stdout)
+    assert again["uploaded_bytes"] == 0
 
 
 def test_chunked_upload_sends_every_byte_once(registry, tmp_path: Path) -> None:
@@ -216,9 +228,8 @@ def test_cross_repository_mount_sends_no_bytes(registry, tmp_path: Path) -> None
     sif = fake_sif(tmp_path / "mount.sif")
     source, target = unique_repo(), unique_repo()
     client = RegistryClient(registry.host)
-    from buildkit.registry.streams import file_digest
-
-    digest, size = file_digest(str(sif))
+    with sif.open("rb") as f:
+        digest, size = "sha256:" + hashlib.file_digest(f, "sha256").hexdigest(), sif.stat().st_size
     assert client.upload_blob(source, sif, digest, size) == size
     assert not client.blob_exists(target, digest)
     assert client.upload_blob(target, sif, digest, size, mount_from=source) == 0
