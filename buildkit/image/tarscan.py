@@ -8,6 +8,7 @@ members are reported as such (the flattener refuses them); a bad header checksum
 
 from __future__ import annotations
 
+import os
 import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -98,15 +99,16 @@ def _pax(data: bytes, what: str) -> dict[str, str]:
 
 
 def scan(f: BinaryIO, start: int, end: int, what: str) -> Iterator[Member]:
-    """Every member of the tar at ``[start, end)`` of ``f`` (an unbuffered, seekable file)."""
+    """Every member of the tar at ``[start, end)`` of ``f`` (a file with a descriptor: headers are pread)."""
     pos = start
     global_pax: dict[str, str] = {}  # replaced, never mutated: members may share it
     pax: dict[str, str] | None = None
     long_name: str | None = None
     long_link: str | None = None
+    fd = f.fileno()
+    pread = os.pread
     while pos + BLOCK <= end:
-        f.seek(pos)
-        buf = f.read(BLOCK)
+        buf = pread(fd, BLOCK, pos)  # one syscall per header: no seek
         if len(buf) < BLOCK or buf == ZERO:
             return
         checksum = _num(buf[148:156])
@@ -118,8 +120,7 @@ def scan(f: BinaryIO, start: int, end: int, what: str) -> Iterator[Member]:
         header_at, data_at = pos, pos + BLOCK
         pos = data_at + (size + BLOCK - 1) // BLOCK * BLOCK
         if kind in (tarfile.XHDTYPE, b"X", tarfile.XGLTYPE, tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK):
-            f.seek(data_at)
-            data = f.read(size)
+            data = pread(fd, size, data_at)
             if kind == tarfile.XGLTYPE:
                 global_pax = {**global_pax, **_pax(data, what)}
             elif kind in (tarfile.XHDTYPE, b"X"):
