@@ -17,6 +17,7 @@ from typing import BinaryIO
 from ..errors import ConvertError
 from .flatten import Inode, Tree, Xattrs
 
+PROGRESS_STEP = 4 << 20  # bytes of file data between progress reports
 SMALL_FILE = 64 << 10  # copied through the buffer; larger files go by sendfile
 
 
@@ -44,7 +45,7 @@ def write_tar(tree: Tree, out: BinaryIO, own: Ownership = Ownership(),
     """Write the merged tree to ``out`` as one tar; returns the file bytes written."""
     written_inodes: dict[int, str] = {}
     files = {i: open(layer.path, "rb") for i, layer in enumerate(tree.layers)}  # noqa: SIM115
-    total = 0
+    total = reported = 0
     try:
         for path, node in tree.entries():
             meta = node.inode.meta if node.inode is not None else node.meta
@@ -69,10 +70,13 @@ def write_tar(tree: Tree, out: BinaryIO, own: Ownership = Ownership(),
             if kind == tarfile.REGTYPE and inode is not None:
                 _copy_data(inode, tree, files, out)
                 total += inode.size
-                if progress:
-                    progress(inode.size)
+                if progress and total - reported >= PROGRESS_STEP:  # a bar update per file costs more than small files
+                    progress(total - reported)
+                    reported = total
         out.write(b"\0" * (tarfile.BLOCKSIZE * 2))
         out.flush()
+        if progress and total > reported:
+            progress(total - reported)
     finally:
         for f in files.values():
             f.close()

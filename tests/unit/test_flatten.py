@@ -186,3 +186,14 @@ def test_compressed_layers_are_spooled_and_verified(tmp_path: Path) -> None:
         assert layer.path.read_bytes()[: layer.size] == plain
         with pytest.raises(IntegrityError, match="does not match its digest"):
             prepare(LayerBlob(blob_path, 6, len(packed), "bad", digest="sha256:" + "0" * 64), tmp_path, 2)
+
+
+def test_progress_reports_every_byte_in_few_updates(tmp_path: Path) -> None:
+    from buildkit.image.tarstream import PROGRESS_STEP
+
+    files = [member(f"f{i}", data=bytes([i]) * 100_000) for i in range(100)]  # 10 MB in 100 files
+    tree = flatten(as_layer_tars([layer_tar(tmp_path, "l.tar", files)]), mtime=1)
+    reports: list[int] = []
+    total = write_tar(tree, io.BytesIO(), Ownership(), reports.append)
+    assert sum(reports) == total == 100 * 100_000
+    assert len(reports) == total // PROGRESS_STEP + 1  # batched, plus the remainder at the end
