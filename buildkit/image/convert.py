@@ -23,7 +23,7 @@ from .. import store as store_mod
 from ..errors import ConfigError, ConvertError
 from . import squashfs
 from .flatten import flatten
-from .layerfile import prepare
+from .layerfile import prepare_all
 from .model import ImageConfig
 from .source import DaemonSource, DockerArchiveSource, OciLayoutSource, Source, parse_source
 from .tarstream import Ownership, write_tar
@@ -172,7 +172,7 @@ def _produce(p: ConvertPlan, store: store_mod.Store, check) -> store_mod.Entry: 
         except ValueError as err:
             raise ConvertError(f"{p.source.text}: the image config is not JSON: {err}") from err
         config = ImageConfig.from_image_config(blob)
-        layers = [prepare(b, work, n, lambda n: bar.advance(reading, n)) for n, b in enumerate(mat.layers, 1)]
+        layers = prepare_all(mat.layers, work, lambda n: bar.advance(reading, n))
         epoch = source_date_epoch()
         mtime = epoch if epoch is not None else _created(blob)
         if p.target == "sqsh":

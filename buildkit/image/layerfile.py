@@ -4,20 +4,31 @@ An uncompressed layer (a docker-archive member, a plain OCI blob) is used where 
 its file. A gzip or zstd layer is decompressed into a spool file in the work dir, checking the blob digest
 on the way when it is known. Pass 1 of the flattener then reads headers by seeking and pass 2 copies data
 ranges; nothing is decompressed twice.
+
+Compressed layers are decompressed in parallel, one thread per layer up to the CPU count (zlib, isal and
+zstd work outside the GIL). gzip goes through ``isal`` (Intel's ISA-L, about twice zlib's speed) where its
+wheels exist, else the standard ``zlib``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import os
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import ConvertError, IntegrityError
 from .source import LayerBlob
+
+try:
+    from isal import isal_zlib as gzip_codec
+except ImportError:  # no isal wheel for this platform
+    gzip_codec = zlib  # type: ignore[misc]
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -124,22 +135,34 @@ def prepare(blob: LayerBlob, workdir: Path, number: int,
     return LayerTar(spool, 0, spool.stat().st_size, blob.what)
 
 
+def prepare_all(blobs: Sequence[LayerBlob], workdir: Path,
+                progress: Callable[[int], None] | None = None) -> list[LayerTar]:
+    """:func:`prepare` for every layer, compressed ones decompressed concurrently; the result keeps layer order."""
+    if len(blobs) <= 1:
+        return [prepare(b, workdir, n, progress) for n, b in enumerate(blobs, 1)]
+    with ThreadPoolExecutor(max_workers=min(len(blobs), os.cpu_count() or 1)) as pool:
+        futures = [pool.submit(prepare, b, workdir, n, progress) for n, b in enumerate(blobs, 1)]
+        return [f.result() for f in futures]
+
+
 def _gunzip(reader: _Hashing, out: BinaryIO, what: str) -> None:
-    decomp = zlib.decompressobj(wbits=31)
+    decomp = gzip_codec.decompressobj(wbits=31)
+    started = False  # the current member has received data
     try:
-        while True:
-            chunk = reader.read(CHUNK)
-            if not chunk:
-                break
+        while chunk := reader.read(CHUNK):
             while chunk:
+                started = True
                 out.write(decomp.decompress(chunk))
                 if not decomp.eof:
                     break
                 chunk = decomp.unused_data  # concatenated gzip members
-                decomp = zlib.decompressobj(wbits=31)
+                decomp = gzip_codec.decompressobj(wbits=31)
+                started = False
         out.write(decomp.flush())
-    except zlib.error as err:
+    except (zlib.error, gzip_codec.error) as err:
         raise ConvertError(f"{what}: corrupt gzip data: {err}") from err
+    if started and not decomp.eof:
+        raise ConvertError(f"{what}: the gzip data ends early (truncated download or file)")
 
 
 def _unzstd(reader: _Hashing, out: BinaryIO, what: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import os
 import tarfile
 from pathlib import Path
 
@@ -197,3 +198,44 @@ def test_progress_reports_every_byte_in_few_updates(tmp_path: Path) -> None:
     total = write_tar(tree, io.BytesIO(), Ownership(), reports.append)
     assert sum(reports) == total == 100 * 100_000
     assert len(reports) == total // PROGRESS_STEP + 1  # batched, plus the remainder at the end
+
+
+def test_layers_are_prepared_concurrently_in_order(tmp_path: Path) -> None:
+    from buildkit.image.layerfile import prepare_all
+
+    plains = [layer_tar(tmp_path, f"p{i}.tar", [member(f"f{i}", data=bytes([i]) * 300_000)]).read_bytes()
+              for i in range(4)]
+    blobs = []
+    for i, plain in enumerate(plains):
+        # layer 2 is two concatenated gzip members (pigz and some registries write these); layer 3 is plain
+        packed = plain if i == 3 else (gzip.compress(plain[:1000]) + gzip.compress(plain[1000:]) if i == 2
+                                       else gzip.compress(plain))
+        path = tmp_path / f"blob{i}"
+        path.write_bytes(packed)
+        blobs.append(LayerBlob(path, 0, len(packed), f"layer {i}", digest="sha256:" + hashlib.sha256(packed).hexdigest()))
+    seen: list[int] = []
+    layers = prepare_all(blobs, tmp_path, seen.append)
+    assert [layer.path.read_bytes()[layer.offset: layer.offset + layer.size] for layer in layers] == plains
+    assert sum(seen) == sum(b.size for b in blobs)
+
+
+def test_a_bad_layer_among_many_fails_the_whole_preparation(tmp_path: Path) -> None:
+    from buildkit.image.layerfile import prepare_all
+
+    plain = layer_tar(tmp_path, "p.tar", [member("f", data=b"x" * 100_000)]).read_bytes()
+    good = tmp_path / "good"
+    good.write_bytes(gzip.compress(plain))
+    corrupt = tmp_path / "corrupt"
+    corrupt.write_bytes(gzip.compress(plain)[:40] + b"\0" * 200)
+    blobs = [LayerBlob(good, 0, good.stat().st_size, "layer 1"), LayerBlob(corrupt, 0, 240, "layer 2")]
+    with pytest.raises(ConvertError, match="layer 2: corrupt gzip data"):
+        prepare_all(blobs, tmp_path)
+
+
+def test_a_truncated_gzip_layer_is_an_error(tmp_path: Path) -> None:
+    plain = layer_tar(tmp_path, "p.tar", [member("f", data=os.urandom(200_000))]).read_bytes()
+    packed = gzip.compress(plain)
+    blob_path = tmp_path / "short.gz"
+    blob_path.write_bytes(packed[: len(packed) // 2])
+    with pytest.raises(ConvertError, match="layer 1: the gzip data ends early"):
+        prepare(LayerBlob(blob_path, 0, len(packed) // 2, "layer 1"), tmp_path, 1)
