@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -63,7 +64,11 @@ class _Token:
 
 
 class Authenticator:
-    """Adds ``Authorization`` headers to requests and answers 401 challenges for one registry host."""
+    """Adds ``Authorization`` headers to requests and answers 401 challenges for one registry host.
+
+    Safe to share between threads (concurrent layer downloads): token fetches are serialised, and whether
+    the token a thread just sent was fresh is remembered per thread.
+    """
 
     def __init__(self, host: str, session: requests.Session, credentials: Credentials | None, *,
                  verify: bool | str = True, clock: Callable[[], float] = time.monotonic) -> None:
@@ -73,11 +78,21 @@ class Authenticator:
         self.verify = verify
         self.clock = clock
         self.challenge: Challenge | None = None
-        self._fresh = False
+        self._lock = threading.RLock()
+        self._local = threading.local()
         self._tokens: dict[tuple[str, str, tuple[str, ...]], _Token] = {}
 
+    @property
+    def _fresh(self) -> bool:
+        """The token this thread sent last had just been fetched (so a 401 cannot be an expired cache)."""
+        return getattr(self._local, "fresh", False)
+
+    @_fresh.setter
+    def _fresh(self, value: bool) -> None:
+        self._local.fresh = value
+
     def secrets(self) -> list[str]:
-        found = [t.value for t in self._tokens.values()]
+        found = [t.value for t in list(self._tokens.values())]
         return found + (self.credentials.secrets() if self.credentials else [])
 
     def _basic_header(self) -> str:
@@ -97,10 +112,11 @@ class Authenticator:
         if self.challenge.scheme == "basic":
             return {"Authorization": self._basic_header()} if self.credentials else {}
         if self.challenge.scheme == "bearer":
-            token = self._tokens.get(self._key(scopes))
-            self._fresh = token is None or token.expires_at <= self.clock()
-            if self._fresh:
-                token = self._fetch_token(scopes)
+            with self._lock:
+                token = self._tokens.get(self._key(scopes))
+                self._fresh = token is None or token.expires_at <= self.clock()
+                if self._fresh:
+                    token = self._fetch_token(scopes)
             return {"Authorization": f"Bearer {token.value}"}
         return {}
 
@@ -113,6 +129,10 @@ class Authenticator:
 
     def on_unauthorized(self, response: requests.Response, scopes: Sequence[str], sent_auth: bool) -> None:
         """Learn from a 401; raise RegistryError when retrying cannot help."""
+        with self._lock:
+            self._answer(response, scopes, sent_auth)
+
+    def _answer(self, response: requests.Response, scopes: Sequence[str], sent_auth: bool) -> None:
         challenge = parse_challenge(response.headers.get("WWW-Authenticate", ""))
         if challenge is None or challenge.scheme not in ("basic", "bearer"):
             raise RegistryError(f"registry {self.host} refused the request (401) without a usable "

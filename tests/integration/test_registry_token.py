@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import gzip
+import hashlib
+import io
+import json
 import os
 import shutil
 import socket
+import subprocess
+import tarfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -135,3 +141,60 @@ def test_anonymous_client_is_told_to_log_in(token_setup) -> None:
     with pytest.raises(RegistryError) as err:
         client.get_manifest(unique_repo(), "v1")
     assert str(err.value).splitlines()[0] == f"registry {registry.host} requires authentication"
+
+
+def _layer(files: dict[str, bytes]) -> bytes:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return gzip.compress(raw.getvalue())
+
+
+def _oci_layout(path: Path, layers: list[bytes]) -> None:
+    blobs = path / "blobs" / "sha256"
+    blobs.mkdir(parents=True)
+
+    def put(data: bytes) -> dict[str, object]:
+        digest = hashlib.sha256(data).hexdigest()
+        (blobs / digest).write_bytes(data)
+        return {"digest": f"sha256:{digest}", "size": len(data)}
+
+    diff_ids = ["sha256:" + hashlib.sha256(gzip.decompress(layer)).hexdigest() for layer in layers]
+    config = put(json.dumps({"architecture": "amd64", "os": "linux", "config": {},
+                             "rootfs": {"type": "layers", "diff_ids": diff_ids}}).encode())
+    manifest = put(json.dumps({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **config},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", **put(layer)} for layer in layers],
+    }).encode())
+    (path / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}')
+    (path / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [
+        {"mediaType": "application/vnd.oci.image.manifest.v1+json", **manifest,
+         "annotations": {"org.opencontainers.image.ref.name": "multi"}}]}))
+
+
+def test_concurrent_layer_downloads_share_one_token(token_setup, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Converting a 6-layer image from the token registry: layers download in parallel on one cached token."""
+    from buildkit.image.convert import convert
+    from buildkit.store import Store
+
+    server, registry = token_setup
+    server.expired = False
+    monkeypatch.setenv("CKIT_REGISTRY_USER", USERNAME)
+    monkeypatch.setenv("CKIT_REGISTRY_PASSWORD", PASSWORD)
+    layers = [_layer({f"layer{i}/file": os.urandom(300_000)}) for i in range(6)]
+    _oci_layout(tmp_path / "layout", layers)
+    ref = f"{registry.host}/{unique_repo()}:multi"
+    pushed = ckit("push", f"oci:{tmp_path / 'layout'}:multi", ref, env={"CKIT_REGISTRY_USER": USERNAME,
+                                                                        "CKIT_REGISTRY_PASSWORD": PASSWORD})
+    assert pushed.returncode == 0, pushed.stderr
+    before = len(server.issued)
+    result = convert(f"docker://{ref}", "sqsh", store=Store(tmp_path / "store"))
+    assert len(server.issued) == before + 1  # the pull token, fetched once for the manifest and every layer
+    listing = subprocess.run(["unsquashfs", "-l", str(result.path)], capture_output=True, text=True,  # noqa: S603, S607
+                             check=True).stdout
+    assert all(f"squashfs-root/layer{i}/file" in listing for i in range(6))
