@@ -20,6 +20,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         app(args=argv if argv is not None else sys.argv[1:], prog_name="ckit", standalone_mode=True)
     except SystemExit as done:
+        if _caused_by_interrupt(done):  # typer turns Ctrl-C into a silent exit 130
+            stderr.print("ckit: interrupted", markup=False)
+            return 130
         code = done.code
         return code if isinstance(code, int) else (0 if code is None else 1)
     except CkitError as err:
@@ -31,6 +34,17 @@ def main(argv: list[str] | None = None) -> int:
         stderr.print("ckit: interrupted", markup=False)
         return 130
     return 0
+
+
+def _caused_by_interrupt(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def run() -> None:

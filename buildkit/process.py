@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -76,6 +77,8 @@ def run(
         )
     except FileNotFoundError as err:
         raise ConfigError(f"{argv[0]} was not found", hint=f"install {argv[0]} or put it on PATH") from err
+    if proc.returncode == -signal.SIGINT:  # Ctrl-C reached the whole process group: report it as such
+        raise KeyboardInterrupt
     stdout = proc.stdout.decode(errors="replace")
     stderr = proc.stderr.decode(errors="replace")
     if check and proc.returncode != 0:
@@ -140,6 +143,8 @@ def _popen(argv, *, step, env, cwd, secrets, stdin, stdout):  # type: ignore[no-
             if proc.stdout is not None:
                 proc.stdout.close()
             returncode = proc.wait()
+            if returncode == -signal.SIGINT:  # Ctrl-C reached the whole process group: report it as such
+                raise KeyboardInterrupt
         if returncode != 0:
             errfile.seek(0)
             stderr = errfile.read().decode(errors="replace")

@@ -84,3 +84,26 @@ def test_two_concurrent_converts_do_the_work_once(debian_archive: Path, tmp_path
     assert len(Store(tmp_path / "cache").entries()) == 1
     assert outs[0].read_bytes() == outs[1].read_bytes()
     verifier("sqsh")(outs[0])
+
+
+def test_ctrl_c_on_the_process_group_is_an_interrupt_not_a_tool_failure(debian_archive: Path, tmp_path: Path) -> None:
+    """A terminal's Ctrl-C reaches ckit and tar2sqfs together: exit 130, 'interrupted', no file, whatever
+    the phase (reading layers, or tar2sqfs running)."""
+    env = {**os.environ, "CKIT_CACHE_DIR": str(tmp_path / "cache")}
+    began = time.monotonic()
+    subprocess.run(ckit_argv(f"docker-archive:{debian_archive}", tmp_path / "timing.sqsh"),  # noqa: S603
+                   env={**env, "CKIT_CACHE_DIR": str(tmp_path / "timing-cache")}, capture_output=True, check=True)
+    window = time.monotonic() - began
+    for n, fraction in enumerate((0.3, 0.6, 0.8)):
+        out = tmp_path / f"out-{n}.sqsh"
+        argv = ckit_argv(f"docker-archive:{debian_archive}", out) + ["--compress", f"zstd:{n + 1}"]
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,  # noqa: S603
+                                text=True, start_new_session=True)
+        time.sleep(fraction * window)
+        if proc.poll() is not None:
+            continue  # finished first on a fast run: nothing to interrupt
+        os.killpg(proc.pid, signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+        assert proc.returncode == 130, stderr
+        assert "interrupted" in stderr and "stopped reading" not in stderr
+        assert not out.exists()
