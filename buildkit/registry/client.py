@@ -75,7 +75,6 @@ class RegistryClient:
             credentials = auth_mod.resolve(host)
         self.auth = Authenticator(host, self.session, credentials, verify=self.verify)
         self._base: str | None = None
-        self.bytes_uploaded = 0
         if insecure:
             urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
 
@@ -265,7 +264,6 @@ class RegistryClient:
         finally:
             if owned:
                 stream.close()
-        self.bytes_uploaded += sent
         return sent
 
     def upload_new_file(self, repo: str, path: Path, size: int, progress: Progress | None = None) -> tuple[str, int]:
@@ -281,7 +279,6 @@ class RegistryClient:
         with open(path, "rb") as stream:
             upload = ChunkedUpload(self, repo, location, stream, None, size, progress)
             sent = upload.run()
-        self.bytes_uploaded += sent
         return str(upload.digest), sent
 
     def _start_upload(self, repo: str, digest: str | None, mount_from: str | None) -> str | None:
