@@ -8,16 +8,22 @@ label equals it is a cache hit: nothing is built. Conversions hit the artifact s
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .engine.base import BuildListener, BuildRequest, BuiltImage, Engine, context_digest
 from .errors import ConfigError
 from .render.context import ContextFile
+
+if TYPE_CHECKING:
+    from .image.source import DaemonSource
 
 TARGETS = ("image", "sif", "sqsh")
 # What each engine's product can become: the docker engine makes an OCI image that converts to anything;
@@ -218,19 +224,36 @@ def execute(
     if plan.product == "image":
         artifacts.append(ArtifactResult("image", built.ref, built.image_id, built.size, built.seconds,
                                         built.cache_hit))
-    for output in plan.outputs:
-        if plan.product == output.kind:
-            artifacts.append(place_file(Path(built.ref), output, seconds=built.seconds, cache_hit=built.cache_hit))
-            continue
-        from .image.convert import convert
+    with _engine_image(plan.tag) as source:
+        for output in plan.outputs:
+            if plan.product == output.kind:
+                artifacts.append(place_file(Path(built.ref), output, seconds=built.seconds,
+                                            cache_hit=built.cache_hit))
+                continue
+            from .image.convert import convert
 
-        on_phase(f"converting {plan.tag} to .{output.kind} -> {output.path}")
-        output.path.parent.mkdir(parents=True, exist_ok=True)
-        converted = convert(f"docker-daemon:{plan.tag}", output.kind, output=output.path)
-        artifacts.append(ArtifactResult(
-            output.kind, str(converted.path), converted.source_digest, converted.size, converted.seconds,
-            converted.cache_hit, {"compression": str(converted.compression)}))
+            on_phase(f"converting {plan.tag} to .{output.kind} -> {output.path}")
+            output.path.parent.mkdir(parents=True, exist_ok=True)
+            converted = convert(source, output.kind, output=output.path)
+            artifacts.append(ArtifactResult(
+                output.kind, str(converted.path), converted.source_digest, converted.size, converted.seconds,
+                converted.cache_hit, {"compression": str(converted.compression)}))
     return BuildResult(plan, tuple(artifacts), time.monotonic() - started)
+
+
+@contextmanager
+def _engine_image(tag: str) -> Iterator[DaemonSource]:
+    """The built image as a conversion source that the engine saves at most once for all outputs."""
+    from .image.source import DaemonSource
+    from .store import default_root
+
+    root = default_root()
+    root.mkdir(parents=True, exist_ok=True)
+    spool = Path(tempfile.mkdtemp(prefix=".build-save-", dir=root))
+    try:
+        yield DaemonSource(f"docker-daemon:{tag}", tag, keep_in=spool)
+    finally:
+        shutil.rmtree(spool, ignore_errors=True)
 
 
 def place_file(source: Path, output: Output, *, seconds: float, cache_hit: bool) -> ArtifactResult:

@@ -83,14 +83,15 @@ def bootstrap(source: Source) -> tuple[str, str]:
     return "docker", source.image_ref
 
 
-def plan(source: str, target: str, *, output: Path | None = None, compress: str | None = None,
+def plan(source: str | Source, target: str, *, output: Path | None = None, compress: str | None = None,
          site: Site | None = None, insecure: bool = False, ca_file: Path | None = None) -> ConvertPlan:
-    """Check the request and identify the image (a cheap read: manifest/config or the engine's image ID)."""
+    """Check the request and identify the image (a cheap read: manifest/config or the engine's image ID).
+    ``source`` is a SOURCE string, or a :class:`~.source.Source` a caller converts more than once."""
     if target not in TARGETS:
         raise ConfigError(f"--to {target!r}: unknown target", hint="use --to sif or --to sqsh")
     allowed = site.squashfs_compressions if site is not None else ()
     compression = squashfs.choose(compress, allowed, site_name=site.name if site is not None else "")
-    src = parse_source(source, insecure=insecure, ca_file=ca_file)
+    src = source if isinstance(source, Source) else parse_source(source, insecure=insecure, ca_file=ca_file)
     digest = src.identify().digest
     deffile, origin = deffile_text(src), provenance(src)
     # what lands in the bytes besides the layers: the deffile (sif) or the provenance line (sqsh)
@@ -135,7 +136,7 @@ def execute(p: ConvertPlan, store: store_mod.Store | None = None) -> ConvertResu
                          time.monotonic() - started, hit, p.key)
 
 
-def convert(source: str, target: str, *, output: Path | None = None, compress: str | None = None,
+def convert(source: str | Source, target: str, *, output: Path | None = None, compress: str | None = None,
             site: Site | None = None, store: store_mod.Store | None = None, insecure: bool = False,
             ca_file: Path | None = None) -> ConvertResult:
     """Convert ``source`` (a SOURCE string) to ``target`` ("sif" or "sqsh"), via the store."""
