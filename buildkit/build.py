@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -247,9 +247,7 @@ def _engine_image(tag: str) -> Iterator[DaemonSource]:
     from .image.source import DaemonSource
     from .store import default_root
 
-    root = default_root()
-    root.mkdir(parents=True, exist_ok=True)
-    spool = Path(tempfile.mkdtemp(prefix=".build-save-", dir=root))
+    spool = default_root() / f".build-save-{uuid.uuid4().hex}"  # made only when an output needs the save
     try:
         yield DaemonSource(f"docker-daemon:{tag}", tag, keep_in=spool)
     finally:

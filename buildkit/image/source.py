@@ -261,6 +261,8 @@ class DaemonSource(Source):
     def materialize(self, workdir: Path, progress: Callable[[int], None] | None = None) -> Materialized:
         if self._kept is not None:
             return self._kept
+        if self.keep_in is not None:
+            self.keep_in.mkdir(parents=True, exist_ok=True)
         archive = self.spool(self.keep_in or workdir, progress)
         done = Materialized(archive.identify().config or b"", archive.layers())
         if self.keep_in is not None:

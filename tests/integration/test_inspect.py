@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,8 +13,9 @@ from buildkit import process
 from buildkit.cli import main
 from buildkit.image import apptainer_rootfs as A
 from buildkit.image import enroot_rootfs as E
-from buildkit.image.model import ImageConfig, RootfsEntry
+from buildkit.image.model import ImageConfig
 from buildkit.image.sif import write_apptainer_sif
+from tests.integration.rootfs_helpers import materialize
 
 pytestmark = pytest.mark.integration
 DATA = Path(__file__).parent.parent / "data" / "sif"
@@ -28,20 +29,6 @@ def ckit(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]
     code = main(list(args))
     out, err = capsys.readouterr()
     return code, out, err
-
-
-def materialize(root: Path, entries: Sequence[RootfsEntry]) -> None:
-    """Write rootfs additions into a plain directory (test helper; the converter streams them instead)."""
-    for entry in entries:
-        path = root / entry.path.lstrip("/")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if entry.kind == "dir":
-            path.mkdir(exist_ok=True)
-        elif entry.kind == "symlink":
-            path.symlink_to(entry.target)
-        else:
-            path.write_bytes(entry.data)
-            path.chmod(entry.mode)
 
 
 def squash(tree: Path, out: Path) -> Path:

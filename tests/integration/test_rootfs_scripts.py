@@ -14,6 +14,7 @@ from buildkit import process
 from buildkit.image import apptainer_rootfs as A
 from buildkit.image import enroot_rootfs as E
 from buildkit.image.model import ImageConfig
+from tests.integration.rootfs_helpers import materialize
 
 pytestmark = pytest.mark.integration
 SHOW = ("printf", "[%s]\n")  # an ENTRYPOINT that prints its argv, one bracketed line each
@@ -212,16 +213,7 @@ def busybox_root(tmp: Path, config: ImageConfig) -> Path:
     (root / "bin" / "busybox").chmod(0o755)
     for applet in ("sh", "printf", "ls", "sort", "cat", "env"):
         (root / "bin" / applet).symlink_to("busybox")
-    for entry in A.entries(config, deffile="bootstrap: docker\nfrom: bb\n", source_date_epoch=0):
-        path = root / entry.path.lstrip("/")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if entry.kind == "dir":
-            path.mkdir(exist_ok=True)
-        elif entry.kind == "symlink":
-            path.symlink_to(entry.target)
-        else:
-            path.write_bytes(entry.data)
-            path.chmod(entry.mode)
+    materialize(root, A.entries(config, deffile="bootstrap: docker\nfrom: bb\n", source_date_epoch=0))
     return root
 
 
