@@ -13,7 +13,7 @@ import shutil
 import signal
 import subprocess
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .errors import CommandFailed, ConfigError, format_argv
@@ -101,23 +101,10 @@ def stream_stdout(
 
     stderr goes to a pipe read after the process ends (kept small by the tools we run).
     """
-    yield from _popen(argv, step=step, env=env, cwd=cwd, secrets=secrets, stdin=None, stdout=subprocess.PIPE)
+    yield from _popen(argv, step=step, env=env, cwd=cwd, secrets=secrets, stdout=subprocess.PIPE)
 
 
-@contextmanager
-def stream_stdin(
-    argv: Sequence[str],
-    *,
-    step: str | None = None,
-    env: Mapping[str, str] | None = None,
-    cwd: str | os.PathLike[str] | None = None,
-    secrets: Sequence[str] = (),
-) -> Iterator[subprocess.Popen[bytes]]:
-    """Start ``argv`` with a binary stdin pipe that the caller writes to; checked on exit of the block."""
-    yield from _popen(argv, step=step, env=env, cwd=cwd, secrets=secrets, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
-
-
-def _popen(argv, *, step, env, cwd, secrets, stdin, stdout):  # type: ignore[no-untyped-def]
+def _popen(argv, *, step, env, cwd, secrets, stdout):  # type: ignore[no-untyped-def]
     import tempfile
 
     argv = [os.fspath(a) for a in argv]
@@ -126,7 +113,7 @@ def _popen(argv, *, step, env, cwd, secrets, stdin, stdout):  # type: ignore[no-
     with tempfile.TemporaryFile() as errfile:
         try:
             proc = subprocess.Popen(  # noqa: S603 - argv list, never a shell
-                argv, stdin=stdin, stdout=stdout, stderr=errfile, env=full_env, cwd=cwd
+                argv, stdout=stdout, stderr=errfile, env=full_env, cwd=cwd
             )
         except FileNotFoundError as err:
             raise ConfigError(f"{argv[0]} was not found", hint=f"install {argv[0]} or put it on PATH") from err
@@ -135,9 +122,6 @@ def _popen(argv, *, step, env, cwd, secrets, stdin, stdout):  # type: ignore[no-
             yield proc
             ok = True
         finally:
-            if proc.stdin is not None and not proc.stdin.closed:
-                with suppress(BrokenPipeError):
-                    proc.stdin.close()
             if not ok:
                 proc.kill()
             if proc.stdout is not None:

@@ -18,9 +18,9 @@ def convert(
     output: Annotated[Path | None, typer.Option("-o", "--output", metavar="FILE",
                                                 help="Also write the artifact here (atomic).")] = None,
     compress: Annotated[str | None, typer.Option("--compress", metavar="ALGO[:LEVEL]",
-                                                 help="Squashfs compression: zstd, gzip, xz or lzo, with an "
-                                                      "optional level (default zstd:3, or the fastest the --site "
-                                                      "can mount; lz4 is refused).")] = None,
+                                                 help="Squashfs compression: zstd, gzip or xz, with an "
+                                                      "optional level (default zstd:1, or the fastest the --site "
+                                                      "can mount; lz4 and lzo are not written).")] = None,
     site: Annotated[str | None, typer.Option("--site", metavar="SITE",
                                              help="Pick a compression the site's runtime can mount.")] = None,
     insecure: Annotated[bool, typer.Option("--insecure", help="Plain http / no TLS verification.")] = False,

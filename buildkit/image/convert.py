@@ -1,7 +1,7 @@
 """Convert any image to a ``.sif`` or an Enroot ``.sqsh``: plan (identify, choose, key), then execute.
 
-Execution never runs as root and never extracts a layer: layers → flattened tar stream (+ the target's rootfs
-additions) → ``tar2sqfs`` → (SIF wrapper). Results live in the local store, keyed by the image's config
+Execution never runs as root and never extracts a layer: layers → merged index (+ the target's rootfs
+additions) → squashfs written from the layers' byte ranges → (SIF wrapper). Results live in the local store, keyed by the image's config
 digest and the conversion options; a hit does no work and ``-o FILE`` is an atomic link or copy from it.
 
 Ownership: a ``.sif`` keeps the image's owners and modes (what ``apptainer build`` as root keeps). A ``.sqsh``
@@ -26,7 +26,7 @@ from .flatten import flatten
 from .layerfile import prepare_all
 from .model import ImageConfig
 from .source import DaemonSource, DockerArchiveSource, OciLayoutSource, Source, parse_source
-from .tarstream import Ownership, write_tar
+from .squashfs_writer import Ownership
 
 if TYPE_CHECKING:
     from ..site.model import Site
@@ -192,8 +192,8 @@ def _produce(p: ConvertPlan, store: store_mod.Store, check) -> store_mod.Entry: 
         temp = store.temp_path(p.key, p.target)
         try:
             squash = temp if p.target == "sqsh" else work / "rootfs.squashfs"
-            squashfs.build(squash, p.compression,
-                           lambda out: write_tar(tree, out, own, lambda n: bar.advance(packing, n)))
+            squashfs.build(squash, p.compression, tree, own, mkfs_time=epoch or 0,
+                           progress=lambda n: bar.advance(packing, n))
             if p.target == "sif":
                 from . import apptainer_rootfs
                 from .sif import write_apptainer_sif

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import tarfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
@@ -98,6 +99,16 @@ def _pax(data: bytes, what: str) -> dict[str, str]:
     return records
 
 
+def _checksum_ok(buf: bytes) -> bool:
+    """The header checksum: the byte sum with the checksum field counted as spaces. adler32's low half is
+    1 + the byte sum mod 65521, computed in C; a 512-byte block sums to less than 2 × 65521, so the sum is
+    one of two values and the stored checksum must be the one that fits."""
+    field = buf[148:156]
+    expected = _num(field)
+    total = (zlib.adler32(buf) & 0xFFFF) - 1 - sum(field) + 256  # ≡ the checksum, mod 65521
+    return expected in (total % 65521, total % 65521 + 65521)
+
+
 def scan(f: BinaryIO, start: int, end: int, what: str) -> Iterator[Member]:
     """Every member of the tar at ``[start, end)`` of ``f`` (a file with a descriptor: headers are pread)."""
     pos = start
@@ -111,8 +122,7 @@ def scan(f: BinaryIO, start: int, end: int, what: str) -> Iterator[Member]:
         buf = pread(fd, BLOCK, pos)  # one syscall per header: no seek
         if len(buf) < BLOCK or buf == ZERO:
             return
-        checksum = _num(buf[148:156])
-        if checksum != sum(buf[:148]) + 256 + sum(buf[156:]):
+        if not _checksum_ok(buf):
             raise ConvertError(f"{what}: bad tar header checksum at byte {pos - start}",
                                hint="the layer is corrupt or not a tar")
         kind = buf[156:157] or tarfile.REGTYPE
@@ -143,7 +153,7 @@ def scan(f: BinaryIO, start: int, end: int, what: str) -> Iterator[Member]:
             size=int(headers.get("size", size)),
             linkname=headers.get("linkpath", long_link if long_link is not None else _str(buf[157:257])),
             offset=header_at, offset_data=data_at, pax_headers=headers,
-            sparse=kind == tarfile.GNUTYPE_SPARSE or any(k.startswith("GNU.sparse.") for k in headers),
+            sparse=kind == tarfile.GNUTYPE_SPARSE or bool(headers) and any(k.startswith("GNU.sparse.") for k in headers),
         )
         if "size" in headers:
             pos = data_at + (member.size + BLOCK - 1) // BLOCK * BLOCK

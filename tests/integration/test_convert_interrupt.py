@@ -52,7 +52,7 @@ def test_sigkill_leaves_no_partial_file_and_the_next_run_succeeds(debian_archive
                                 start_new_session=True)
         time.sleep(rng.uniform(0.05, 0.85) * window)
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)  # ckit and its tar2sqfs child
+            os.killpg(proc.pid, signal.SIGKILL)
             killed += 1
         proc.wait()
         if out.exists():  # it finished (or renamed) before the kill: then it is complete
@@ -87,8 +87,8 @@ def test_two_concurrent_converts_do_the_work_once(debian_archive: Path, tmp_path
 
 
 def test_ctrl_c_on_the_process_group_is_an_interrupt_not_a_tool_failure(debian_archive: Path, tmp_path: Path) -> None:
-    """A terminal's Ctrl-C reaches ckit and tar2sqfs together: exit 130, 'interrupted', no file, whatever
-    the phase (reading layers, or tar2sqfs running)."""
+    """A terminal's Ctrl-C: exit 130, 'interrupted', no file, whatever the phase (reading layers, or
+    compressing on the writer's threads)."""
     env = {**os.environ, "CKIT_CACHE_DIR": str(tmp_path / "cache")}
     began = time.monotonic()
     subprocess.run(ckit_argv(f"docker-archive:{debian_archive}", tmp_path / "timing.sqsh"),  # noqa: S603

@@ -1,4 +1,5 @@
-"""Flattening layers on the index: whiteouts, opaque dirs, replacements, hardlinks, hostile names."""
+"""The layer merge (whiteouts, opaque dirs, hardlinks, hostile names), read back from the squashfs ckit
+writes through an independent reader (``sqfs2tar``); layer spooling and digest checks."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import gzip
 import hashlib
 import io
 import os
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -17,7 +19,7 @@ from buildkit.image.flatten import as_layer_tars, flatten
 from buildkit.image.layerfile import prepare
 from buildkit.image.model import RootfsEntry, When
 from buildkit.image.source import LayerBlob
-from buildkit.image.tarstream import Ownership, write_tar
+from buildkit.image.squashfs_writer import PROGRESS_STEP, Ownership, write
 
 
 def member(name: str, kind: str = "file", data: bytes = b"", *, mode: int = 0o644, uid: int = 0,
@@ -44,9 +46,11 @@ def layer_tar(tmp_path: Path, name: str, members: list[tuple[tarfile.TarInfo, by
 def merged(tmp_path: Path, *layers: list[tuple[tarfile.TarInfo, bytes]], additions=(), own: Ownership | None = None):
     paths = [layer_tar(tmp_path, f"l{i}.tar", m) for i, m in enumerate(layers)]
     tree = flatten(as_layer_tars(paths), additions, mtime=1234)
-    out = io.BytesIO()
-    write_tar(tree, out, own or Ownership())
-    out.seek(0)
+    image = tmp_path / "merged.sqsh"
+    write(tree, image, "zstd", 1, own=own or Ownership())
+    # read back by an independent reader: squashfs-tools-ng's sqfs2tar (xattrs as PAX records, hardlinks kept)
+    out = io.BytesIO(subprocess.run(["sqfs2tar", "--no-skip", "--root-becomes", ".", str(image)],  # noqa: S603, S607
+                                    check=True, capture_output=True).stdout)
     result = {}
     with tarfile.open(fileobj=out) as tar:
         for m in tar:
@@ -190,12 +194,10 @@ def test_compressed_layers_are_spooled_and_verified(tmp_path: Path) -> None:
 
 
 def test_progress_reports_every_byte_in_few_updates(tmp_path: Path) -> None:
-    from buildkit.image.tarstream import PROGRESS_STEP
-
     files = [member(f"f{i}", data=bytes([i]) * 100_000) for i in range(100)]  # 10 MB in 100 files
     tree = flatten(as_layer_tars([layer_tar(tmp_path, "l.tar", files)]), mtime=1)
     reports: list[int] = []
-    total = write_tar(tree, io.BytesIO(), Ownership(), reports.append)
+    total = write(tree, tmp_path / "out.sqsh", "zstd", 1, progress=reports.append).data_bytes
     assert sum(reports) == total == 100 * 100_000
     assert len(reports) == total // PROGRESS_STEP + 1  # batched, plus the remainder at the end
 

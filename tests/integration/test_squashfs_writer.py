@@ -1,0 +1,228 @@
+"""The squashfs writer, read back by every reader a user meets: the Linux kernel (loop mount, what
+singularity and setuid apptainer use), ``squashfuse`` (unprivileged apptainer), squashfs-tools' ``unsquashfs``
+(``enroot create``, so Pyxis) and squashfs-tools-ng (``sqfsdiff`` against ``tar2sqfs`` on the same tar).
+
+The layer holds what stresses the format: files around the block size, incompressible data, zero blocks
+(stored as holes), a hardlink group, xattrs (binary ``security.capability``, ``user.*``) on files and a
+directory, uids above 65535, suid/sgid/sticky bits, a FIFO, a long symlink, non-ASCII names, one directory
+whose listing needs more than 256 entries and an extended inode, and enough files to span many metadata
+blocks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import random
+import stat
+import subprocess
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from buildkit.image.flatten import as_layer_tars, flatten
+from buildkit.image.squashfs import read_superblock
+from buildkit.image.squashfs_writer import BLOCK_SIZE, Ownership, write
+
+CAPABILITY = "\x01\x00\x00\x02\x00\x20\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+MTIME = 1_700_000_000
+
+
+def _entries() -> list[tuple[tarfile.TarInfo, bytes]]:
+    out: list[tuple[tarfile.TarInfo, bytes]] = []
+    noise = random.Random(7).randbytes  # incompressible, and the same on every call
+
+    def add(name: str, kind: bytes = tarfile.REGTYPE, data: bytes = b"", mode: int = 0o644, uid: int = 0,
+            gid: int = 0, link: str = "", pax: dict[str, str] | None = None) -> None:
+        info = tarfile.TarInfo(name)
+        info.type, info.mode, info.uid, info.gid, info.mtime, info.linkname = kind, mode, uid, gid, MTIME, link
+        info.size = len(data) if kind == tarfile.REGTYPE else 0
+        info.pax_headers = pax or {}
+        out.append((info, data))
+
+    add("sizes", tarfile.DIRTYPE, mode=0o755)
+    for size in (0, 1, BLOCK_SIZE - 1, BLOCK_SIZE, BLOCK_SIZE + 1, 3 * BLOCK_SIZE + 17):
+        add(f"sizes/f{size}", data=hashlib.sha256(str(size).encode()).digest() * (size // 32 + 1))
+    add("sizes/random", data=noise(5 * BLOCK_SIZE + 99), mode=0o600)
+    add("sizes/zeros", data=bytes(4 * BLOCK_SIZE))
+    add("sizes/holes", data=bytes(BLOCK_SIZE) + b"a" * BLOCK_SIZE + bytes(2 * BLOCK_SIZE) + b"b" * 100)
+    add("links", tarfile.DIRTYPE, mode=0o755)
+    add("links/one", data=b"shared by three names\n", mode=0o4755, uid=1000)
+    add("links/two", tarfile.LNKTYPE, link="links/one")
+    add("links/three", tarfile.LNKTYPE, link="links/one")
+    add("links/big", data=noise(2 * BLOCK_SIZE))
+    add("links/big-again", tarfile.LNKTYPE, link="links/big")
+    add("attrs", tarfile.DIRTYPE, mode=0o1777, pax={"SCHILY.xattr.user.dir": "on a directory"})
+    add("attrs/ping", data=b"\x7fELF", mode=0o755,
+        pax={"SCHILY.xattr.security.capability": CAPABILITY, "SCHILY.xattr.user.comment": "pings"})
+    add("attrs/ping2", data=b"\x7fELF2", mode=0o755, pax={"SCHILY.xattr.security.capability": CAPABILITY})
+    add("attrs/owned", data=b"big ids", mode=0o2750, uid=70000, gid=70001)
+    add("attrs/fifo", tarfile.FIFOTYPE, mode=0o600)
+    add("attrs/long-link", tarfile.SYMTYPE, link="/" + "/".join(["component"] * 30))
+    add("attrs/grüße-ünïcode", data="grüße\n".encode())
+    add("wide", tarfile.DIRTYPE, mode=0o755)
+    for n in range(400):  # 400 entries of 200-byte names: > 256 per header, a listing over 64 KiB
+        add(f"wide/{n:04d}-" + "x" * 195, data=f"{n}\n".encode())
+    add("many", tarfile.DIRTYPE, mode=0o755)
+    for n in range(40):
+        add(f"many/d{n:02d}", tarfile.DIRTYPE, mode=0o750)
+        for m in range(50):
+            add(f"many/d{n:02d}/f{m:02d}", data=f"{n}/{m}\n".encode() * (m + 1))
+    return out
+
+
+@pytest.fixture(scope="module")
+def layer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("layer") / "layer.tar"
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tar:
+        for info, data in _entries():
+            tar.addfile(info, io.BytesIO(data) if info.type == tarfile.REGTYPE else None)
+    return path
+
+
+@pytest.fixture(scope="module")
+def image(layer: Path) -> Path:
+    out = layer.with_name("ckit.sqsh")
+    write(flatten(as_layer_tars([layer]), mtime=MTIME), out, "zstd", 1, mkfs_time=MTIME)
+    return out
+
+
+@pytest.fixture(scope="module")
+def mounted(image: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    where = tmp_path_factory.mktemp("kernel")
+    subprocess.run(["mount", "-t", "squashfs", "-o", "loop,ro", str(image), str(where)], check=True)  # noqa: S603, S607
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], check=True)  # noqa: S603, S607
+
+
+def _expected_tree() -> dict[str, tuple]:
+    """path → (kind, mode, uid, gid, content digest or link target, xattrs) as the layer says."""
+    result: dict[str, tuple] = {"": ("dir", 0o755, 0, 0, None, {})}
+    data_of: dict[str, bytes] = {}
+    for info, data in _entries():
+        xattrs = {k.removeprefix("SCHILY.xattr."): v.encode("utf-8", "surrogateescape")
+                  for k, v in info.pax_headers.items()}
+        if info.type == tarfile.LNKTYPE:
+            result[info.name] = result[info.linkname]
+            continue
+        kind = {tarfile.DIRTYPE: "dir", tarfile.SYMTYPE: "symlink", tarfile.FIFOTYPE: "fifo"}.get(info.type, "file")
+        detail = hashlib.sha256(data).hexdigest() if kind == "file" else info.linkname or None
+        data_of[info.name] = data
+        mode = 0o777 if kind == "symlink" else info.mode
+        result[info.name] = (kind, mode, info.uid, info.gid, detail, xattrs)
+    return result
+
+
+def _walk(root: Path) -> dict[str, tuple]:
+    """The same view of a real directory tree (a mount or an extraction)."""
+    result: dict[str, tuple] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in ["", *dirnames, *filenames] if Path(dirpath) == root else [*dirnames, *filenames]:
+            full = Path(dirpath) / name if name else root
+            rel = str(full.relative_to(root)) if full != root else ""
+            st = full.lstat()
+            if stat.S_ISDIR(st.st_mode):
+                kind, detail = "dir", None
+            elif stat.S_ISLNK(st.st_mode):
+                kind, detail = "symlink", os.readlink(full)
+            elif stat.S_ISFIFO(st.st_mode):
+                kind, detail = "fifo", None
+            else:
+                kind, detail = "file", hashlib.sha256(full.read_bytes()).hexdigest()
+            xattrs = {} if kind == "symlink" else {k: os.getxattr(full, k, follow_symlinks=False)
+                                                   for k in os.listxattr(full, follow_symlinks=False)}
+            result[rel] = (kind, stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, detail, xattrs)
+    return result
+
+
+def test_the_kernel_mounts_it_and_sees_exactly_the_layer(mounted: Path) -> None:
+    assert _walk(mounted) == _expected_tree()
+
+
+def test_hardlinks_are_one_inode_with_the_right_link_count(mounted: Path) -> None:
+    one, two, three = (mounted / "links" / n for n in ("one", "two", "three"))
+    assert one.stat().st_ino == two.stat().st_ino == three.stat().st_ino
+    assert one.stat().st_nlink == 3
+    assert (mounted / "links/big").stat().st_ino == (mounted / "links/big-again").stat().st_ino
+    assert (mounted / "many").stat().st_nlink == 2 + 40  # a directory counts its subdirectories
+    assert all(f.stat().st_mtime == MTIME for f in (one, mounted / "wide", mounted / "attrs/fifo"))
+
+
+@pytest.fixture(scope="module")
+def reference(layer: Path) -> Path:
+    """squashfs-tools-ng's ``tar2sqfs`` on the same layer tar."""
+    out = layer.with_name("tar2sqfs.sqsh")
+    with layer.open("rb") as stdin:
+        subprocess.run(["tar2sqfs", "--quiet", "--no-skip", "--defaults", f"mtime={MTIME}", "-c", "zstd",  # noqa: S603, S607
+                        str(out)],
+                       stdin=stdin, check=True)
+    return out
+
+
+def _fuse_view(image: Path, where: Path) -> dict[str, tuple]:
+    where.mkdir()
+    subprocess.run(["squashfuse", str(image), str(where)], check=True)  # noqa: S603, S607
+    try:
+        return _walk(where)
+    finally:
+        subprocess.run(["fusermount3", "-u", str(where)], check=True)  # noqa: S603, S607
+
+
+def test_squashfuse_reads_it_as_it_reads_tar2sqfs_output(image: Path, reference: Path, tmp_path: Path) -> None:
+    """squashfuse 0.1.105 names security.* xattrs trusted.* (for tar2sqfs's images too): compare with those."""
+    seen = _fuse_view(image, tmp_path / "ckit")
+    assert seen == _fuse_view(reference, tmp_path / "ref")
+    assert seen["links/one"] == _expected_tree()["links/one"] and len(seen) == len(_expected_tree())
+
+
+def test_unsquashfs_extracts_it(image: Path, tmp_path: Path) -> None:
+    out = tmp_path / "x"
+    subprocess.run(["unsquashfs", "-q", "-n", "-d", str(out), str(image)], check=True,  # noqa: S603, S607
+                   stdout=subprocess.DEVNULL)
+    assert _walk(out) == _expected_tree()
+
+
+def test_same_contents_as_tar2sqfs_on_the_same_tar(image: Path, reference: Path) -> None:
+    diff = subprocess.run(["sqfsdiff", "--timestamps", "-a", str(reference), "-b", str(image)],  # noqa: S603, S607
+                          capture_output=True, text=True, check=False)
+    assert diff.returncode == 0, diff.stdout + diff.stderr
+
+
+def test_superblock_and_bytes_are_reproducible(layer: Path, image: Path, tmp_path: Path) -> None:
+    with image.open("rb") as f:
+        sb = read_superblock(f)
+    assert (sb.compression, sb.block_size, sb.mkfs_time) == ("zstd", BLOCK_SIZE, MTIME)
+    assert image.stat().st_size % 4096 == 0 and sb.bytes_used <= image.stat().st_size
+    again = tmp_path / "again.sqsh"
+    write(flatten(as_layer_tars([layer]), mtime=MTIME), again, "zstd", 1, mkfs_time=MTIME, jobs=3)
+    assert again.read_bytes() == image.read_bytes()  # thread count and timing never change the bytes
+
+
+@pytest.mark.parametrize("algo, level", [("gzip", 1), ("gzip", 9), ("xz", 0), ("zstd", 19)])
+def test_every_codec_mounts(algo: str, level: int, layer: Path, tmp_path: Path) -> None:
+    out = tmp_path / f"{algo}.sqsh"
+    write(flatten(as_layer_tars([layer]), mtime=MTIME), out, algo, level)
+    where = tmp_path / "m"
+    where.mkdir()
+    subprocess.run(["mount", "-t", "squashfs", "-o", "loop,ro", str(out), str(where)], check=True)  # noqa: S603, S607
+    try:
+        assert _walk(where) == _expected_tree()
+    finally:
+        subprocess.run(["umount", str(where)], check=True)  # noqa: S603, S607
+
+
+def test_all_root_and_enroot_permissions(layer: Path, tmp_path: Path) -> None:
+    out = tmp_path / "root.sqsh"
+    write(flatten(as_layer_tars([layer]), mtime=MTIME), out, "zstd", 1, own=Ownership(all_root=True, fixperms=True))
+    listing = subprocess.run(["unsquashfs", "-lln", str(out)], check=True, capture_output=True,  # noqa: S603, S607
+                             text=True).stdout
+    rows = {line.split()[-1].removeprefix("squashfs-root/"): line.split()[:2] for line in listing.splitlines()
+            if "squashfs-root/" in line and " -> " not in line}
+    assert rows["attrs/owned"] == ["-rwxr-s---", "0/0"]  # u+rX: executable for the group, so for the owner too
+    assert rows["sizes/random"] == ["-rw-------", "0/0"]
+    assert rows["many/d00"] == ["drwxr-x---", "0/0"]
