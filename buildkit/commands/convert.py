@@ -18,9 +18,10 @@ def convert(
     output: Annotated[Path | None, typer.Option("-o", "--output", metavar="FILE",
                                                 help="Also write the artifact here (atomic).")] = None,
     compress: Annotated[str | None, typer.Option("--compress", metavar="ALGO[:LEVEL]",
-                                                 help="Squashfs compression: zstd, gzip or xz, with an "
-                                                      "optional level (default zstd:1, or the fastest the --site "
-                                                      "can mount; lz4 and lzo are not written).")] = None,
+                                                 help="Squashfs compression: zstd, gzip or xz, with an optional "
+                                                      "level; zstd:-7..-1 are zstd's fast modes (default: zstd:1 "
+                                                      "for sif, zstd:-3 for sqsh, gzip:1 if the --site cannot "
+                                                      "mount zstd; lz4 and lzo are not written).")] = None,
     site: Annotated[str | None, typer.Option("--site", metavar="SITE",
                                              help="Pick a compression the site's runtime can mount.")] = None,
     insecure: Annotated[bool, typer.Option("--insecure", help="Plain http / no TLS verification.")] = False,

@@ -90,7 +90,7 @@ def plan(source: str | Source, target: str, *, output: Path | None = None, compr
     if target not in TARGETS:
         raise ConfigError(f"--to {target!r}: unknown target", hint="use --to sif or --to sqsh")
     allowed = site.squashfs_compressions if site is not None else ()
-    compression = squashfs.choose(compress, allowed, site_name=site.name if site is not None else "")
+    compression = squashfs.choose(compress, allowed, target=target, site_name=site.name if site is not None else "")
     src = source if isinstance(source, Source) else parse_source(source, insecure=insecure, ca_file=ca_file)
     digest = src.identify().digest
     deffile, origin = deffile_text(src), provenance(src)

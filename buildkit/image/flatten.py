@@ -17,6 +17,7 @@ aufs metadata are dropped; a hardlink must name a file already in the image.
 from __future__ import annotations
 
 import logging
+import tarfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ from pathlib import Path
 from ..errors import ConvertError
 from .layerfile import LayerTar
 from .model import RootfsEntry, When
-from .tarscan import Member, scan
+from .tarscan import DATA_TYPES, Member, scan
 
 log = logging.getLogger("ckit.flatten")
 
@@ -188,47 +189,51 @@ class Tree:
             if member.isdir():
                 self.nodes[""].meta = _meta(member)
             return
-        parts = name.split("/")
-        base = parts[-1]
-        if parts[0] == "dev" and len(parts) > 1:
+        parent_name, _, base = name.rpartition("/")
+        if name.startswith("dev/"):
             return self._drop("/dev/*")
         if base.startswith(".wh."):
             if base == ".wh..wh..opq":
-                parent = self.resolve_dir(parts[:-1], layer)
+                parent = self.resolve_dir(parent_name.split("/"), layer)
                 assert parent is not None
                 self._opaque(parent, layer)
             elif not base.startswith(".wh..wh."):
-                self._whiteout(parts[:-1], base[4:], layer)
+                self._whiteout(parent_name.split("/"), base[4:], layer)
             return None
-        if member.ischr() or member.isblk():
+        kind = member.type
+        if kind in (tarfile.CHRTYPE, tarfile.BLKTYPE):
             return self._drop("device nodes")
-        if member.issparse():
+        if member.sparse:
             raise ConvertError(f"{what}: {name} is a sparse tar member, which ckit does not read",
                                hint="rebuild the image with a tool that writes plain tar layers")
-        parent = self.resolve_dir(parts[:-1], layer)
-        assert parent is not None
+        direct = self.nodes.get(parent_name)
+        if direct is not None and direct.kind == "dir":
+            parent = parent_name  # the common case: the parent is a real directory already
+        else:
+            parent = self.resolve_dir(parent_name.split("/"), layer)  # type: ignore[assignment]
+            assert parent is not None
         path = _join(parent, base)
         existing = self.nodes.get(path)
-        if member.isdir():
+        if kind in DATA_TYPES:
+            if existing is not None:
+                self._remove(path)
+            self._put(path, Node("file", layer, inode=Inode(_meta(member), member.size, layer, member.offset_data)))
+        elif kind == tarfile.DIRTYPE:
             if existing is not None and existing.kind == "dir":
                 existing.meta, existing.layer = _meta(member), layer
                 return None
             self._remove(path)
             self._put(path, Node("dir", layer, _meta(member)))
-        elif member.islnk():
+        elif kind == tarfile.LNKTYPE:
             self._hardlink(path, member, layer, what)
-        elif member.issym():
+        elif kind == tarfile.SYMTYPE:
             self._remove(path)
             self._put(path, Node("symlink", layer, _meta(member), target=member.linkname))
-        elif member.isfifo():
+        elif kind == tarfile.FIFOTYPE:
             self._remove(path)
             self._put(path, Node("fifo", layer, _meta(member)))
-        elif member.isreg():
-            self._remove(path)
-            inode = Inode(_meta(member), member.size, layer, member.offset_data)
-            self._put(path, Node("file", layer, inode=inode))
         else:
-            self._drop(f"tar type {member.type!r}")
+            self._drop(f"tar type {kind!r}")
         return None
 
     def _hardlink(self, path: str, member: Member, layer: int, what: str) -> None:

@@ -94,7 +94,7 @@ class _Local(threading.local):
 
 
 Piece = tuple[int, int, int] | bytes  # (fd, offset, size) of a layer file, or bytes held in memory
-Packed = list[tuple[bytes, int]]  # (bytes to write, size word); word 0 is a hole: nothing written
+Packed = list[tuple[bytes | memoryview, int]]  # (bytes to write, size word); word 0 is a hole: nothing written
 
 
 def _read(piece: Piece, what: str) -> bytes:
@@ -107,26 +107,28 @@ def _read(piece: Piece, what: str) -> bytes:
     return data
 
 
-def _pack(compress: Compress, data: bytes) -> tuple[bytes, int]:
+def _pack(compress: Compress, data: bytes | memoryview) -> tuple[bytes | memoryview, int]:
     packed = compress(data)
     return (packed, len(packed)) if len(packed) < len(data) else (data, len(data) | UNCOMPRESSED_BLOCK)
 
 
+def _is_hole(block: memoryview) -> bool:
+    return block[0] == 0 and block[-1] == 0 and bytes(block) == ZERO_BLOCK[:len(block)]
+
+
 class _Run:
-    """Consecutive blocks of one file: read, hole-checked and compressed on a worker thread."""
+    """Consecutive blocks of one file, read at once, hole-checked and compressed on a worker thread."""
 
-    __slots__ = ("pieces", "what")
+    __slots__ = ("piece", "what")
 
-    def __init__(self, pieces: list[Piece], what: str) -> None:
-        self.pieces, self.what = pieces, what
+    def __init__(self, piece: Piece, what: str) -> None:
+        self.piece, self.what = piece, what
 
     def __call__(self, compress: Compress) -> Packed:
-        out = []
-        for piece in self.pieces:
-            data = _read(piece, self.what)
-            # an all-zero block is a hole (size word 0), as mksquashfs writes it
-            out.append((b"", 0) if data == ZERO_BLOCK[:len(data)] else _pack(compress, data))
-        return out
+        data = memoryview(_read(self.piece, self.what))
+        blocks = (data[at:at + BLOCK_SIZE] for at in range(0, len(data), BLOCK_SIZE))
+        # an all-zero block is a hole (size word 0), as mksquashfs writes it
+        return [(b"", 0) if _is_hole(block) else _pack(compress, block) for block in blocks]
 
 
 class _Fragment:
@@ -170,7 +172,7 @@ class BlockWriter:
         placed = []
         for data, word in future.result():
             placed.append((self.pos, word))
-            if data:
+            if word:
                 self.out.write(data)
                 self.pos += len(data)
         done(placed)
@@ -307,9 +309,9 @@ class _Data:
             place.blocks = [0] * count
             what = self._what(inode)
             for first in range(0, count, RUN_BLOCKS):
-                pieces = [self._piece(inode, n * BLOCK_SIZE, min(BLOCK_SIZE, size - n * BLOCK_SIZE))
-                          for n in range(first, min(count, first + RUN_BLOCKS))]
-                self.blocks.submit(_Run(pieces, what), functools.partial(place.placed, first))
+                at = first * BLOCK_SIZE
+                piece = self._piece(inode, at, min(RUN_BLOCKS * BLOCK_SIZE, size - at))
+                self.blocks.submit(_Run(piece, what), functools.partial(place.placed, first))
         self._total += size
         if self.progress and self._total - self._reported >= PROGRESS_STEP:
             self.progress(self._total - self._reported)

@@ -99,6 +99,20 @@ def _pax(data: bytes, what: str) -> dict[str, str]:
     return records
 
 
+NUL_TO_SPACE = bytes.maketrans(b"\0", b" ")
+
+
+def _numbers(buf: bytes) -> tuple[int, int, int, int, int]:
+    """mode, uid, gid, size, mtime: plain octal fields in one go (the usual case), else field by field."""
+    fields = buf[100:148].translate(NUL_TO_SPACE)
+    try:
+        return (int(fields[0:8], 8), int(fields[8:16], 8), int(fields[16:24], 8), int(fields[24:36], 8),
+                int(fields[36:48], 8))
+    except ValueError:  # base-256, an empty field, junk after the NUL
+        return (_num(buf[100:108]), _num(buf[108:116]), _num(buf[116:124]), _num(buf[124:136]),
+                _num(buf[136:148]))
+
+
 def _checksum_ok(buf: bytes) -> bool:
     """The header checksum: the byte sum with the checksum field counted as spaces. adler32's low half is
     1 + the byte sum mod 65521, computed in C; a 512-byte block sums to less than 2 × 65521, so the sum is
@@ -126,7 +140,7 @@ def scan(f: BinaryIO, start: int, end: int, what: str) -> Iterator[Member]:
             raise ConvertError(f"{what}: bad tar header checksum at byte {pos - start}",
                                hint="the layer is corrupt or not a tar")
         kind = buf[156:157] or tarfile.REGTYPE
-        size = _num(buf[124:136])
+        mode, uid, gid, size, mtime = _numbers(buf)
         header_at, data_at = pos, pos + BLOCK
         pos = data_at + (size + BLOCK - 1) // BLOCK * BLOCK
         if kind in (tarfile.XHDTYPE, b"X", tarfile.XGLTYPE, tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK):
@@ -143,21 +157,24 @@ def scan(f: BinaryIO, start: int, end: int, what: str) -> Iterator[Member]:
         name = _str(buf[0:100])
         if buf[257:263] == b"ustar\0" and buf[345:346] != b"\0":  # POSIX prefix (GNU puts times there)
             name = _str(buf[345:500]) + "/" + name
+        linkname = long_link if long_link is not None else _str(buf[157:257]) if buf[157] else ""
+        if long_name is not None:
+            name = long_name
         headers = {**global_pax, **pax} if global_pax and pax else (pax or global_pax)
-        name = headers.get("path", long_name if long_name is not None else name)
+        if headers:  # PAX records override the header fields
+            name, linkname = headers.get("path", name), headers.get("linkpath", linkname)
+            uid, gid = int(headers.get("uid", 0) or uid), int(headers.get("gid", 0) or gid)
+            mtime = float(headers.get("mtime", 0) or mtime)
+            if "size" in headers:
+                size = int(headers["size"])
+                pos = data_at + (size + BLOCK - 1) // BLOCK * BLOCK
         member = Member(
             name=name.rstrip("/") or name if kind == tarfile.DIRTYPE else name,
-            type=kind, mode=_num(buf[100:108]), uid=int(headers.get("uid", 0) or _num(buf[108:116])),
-            gid=int(headers.get("gid", 0) or _num(buf[116:124])),
-            mtime=float(headers.get("mtime", 0) or _num(buf[136:148])),
-            size=int(headers.get("size", size)),
-            linkname=headers.get("linkpath", long_link if long_link is not None else _str(buf[157:257])),
+            type=kind, mode=mode, uid=uid, gid=gid, mtime=mtime, size=size, linkname=linkname,
             offset=header_at, offset_data=data_at, pax_headers=headers,
             sparse=kind == tarfile.GNUTYPE_SPARSE or bool(headers) and any(k.startswith("GNU.sparse.") for k in headers),
         )
-        if "size" in headers:
-            pos = data_at + (member.size + BLOCK - 1) // BLOCK * BLOCK
-        if not member.isreg() and kind in KNOWN:
+        if kind not in DATA_TYPES and kind in KNOWN:
             pos = data_at  # only regular files carry data
         pax, long_name, long_link = None, None, None
         yield member

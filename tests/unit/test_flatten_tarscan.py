@@ -58,3 +58,21 @@ def test_bad_checksum_is_an_error(tmp_path: Path) -> None:
     path.write_bytes(bytes(data))
     with path.open("rb", buffering=0) as f, pytest.raises(ConvertError, match="bad tar header checksum"):
         list(scan(f, 0, len(data), "layer 1"))
+
+
+def test_old_style_and_empty_numeric_fields(tmp_path: Path) -> None:
+    """Space-padded octal ("   644 ") and empty fields (old tars) read as tarfile reads them."""
+    info = tarfile.TarInfo("old")
+    info.size, info.mode, info.uid, info.mtime = 3, 0o644, 0, 1_600_000_000
+    header = bytearray(info.tobuf(tarfile.USTAR_FORMAT))
+    header[100:108] = b"   644 \0"
+    header[108:116] = b"\0" * 8  # no uid at all
+    header[148:156] = b" " * 8
+    header[148:156] = b"%06o\0 " % sum(header)
+    path = tmp_path / "old.tar"
+    path.write_bytes(bytes(header) + b"abc".ljust(512, b"\0") + b"\0" * 1024)
+    with tarfile.open(path) as tar:
+        expected = [(m.name, m.mode, m.uid, m.size, int(m.mtime)) for m in tar]
+    with path.open("rb", buffering=0) as f:
+        got = [(m.name, m.mode, m.uid, m.size, int(m.mtime)) for m in scan(f, 0, path.stat().st_size, "layer")]
+    assert got == expected == [("old", 0o644, 0, 3, 1_600_000_000)]

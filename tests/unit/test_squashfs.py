@@ -13,15 +13,17 @@ from buildkit.image.squashfs import check, choose, parse_compression
 
 @pytest.mark.parametrize("text, label", [
     ("zstd", "zstd:1"), ("zstd:19", "zstd:19"), ("gzip", "gzip:1"), ("GZIP:9", "gzip:9"), ("xz", "xz:0"),
-    (" xz:6 ", "xz:6"),
+    (" xz:6 ", "xz:6"), ("zstd:-3", "zstd:-3"), ("zstd:-7", "zstd:-7"),
 ])
 def test_parse(text: str, label: str) -> None:
     assert parse_compression(text).label == label
 
 
 @pytest.mark.parametrize("text, message", [
-    ("brotli", "unknown algorithm 'brotli'"), ("gzip:0", "level must be 1..9"), ("zstd:x", "level must be 1..22"),
-    ("zstd:-1", "level must be 1..22"), ("lz4", "ckit does not write lz4"), ("lzo:5", "ckit does not write lzo"),
+    ("brotli", "unknown algorithm 'brotli'"), ("gzip:0", "level must be 1..9"), ("zstd:x", "level must be -7..-1 or 1..22"),
+    ("zstd:-8", "level must be -7..-1 or 1..22"), ("zstd:0", "level must be -7..-1 or 1..22"),
+    ("zstd:--1", "level must be"), ("gzip:-1", "level must be 1..9"),
+    ("lz4", "ckit does not write lz4"), ("lzo:5", "ckit does not write lzo"),
 ])
 def test_parse_errors(text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -30,7 +32,10 @@ def test_parse_errors(text: str, message: str) -> None:
 
 def test_default_is_fast_never_gzip_9() -> None:
     assert choose(None).label == "zstd:1"
+    assert choose(None, target="sif").label == "zstd:1"
+    assert choose(None, target="sqsh").label == "zstd:-3"
     assert choose(None, ("gzip", "xz", "lzo"), site_name="twnia2").label == "gzip:1"
+    assert choose(None, ("gzip", "xz", "lzo"), target="sqsh", site_name="twnia2").label == "gzip:1"
     assert choose(None, ("lz4", "xz")).label == "xz:0"
     assert choose("gzip:9", ("gzip",)).label == "gzip:9"  # only when asked for
 
