@@ -18,6 +18,7 @@ options, never on thread timing: the same input gives the same bytes.
 from __future__ import annotations
 
 import functools
+import logging
 import lzma
 import os
 import struct
@@ -32,6 +33,8 @@ from typing import BinaryIO
 
 from ..errors import ConvertError
 from .flatten import Inode, Meta, Node, Tree
+
+log = logging.getLogger("ckit.squashfs")
 
 BLOCK_SIZE = 1 << 17
 BLOCK_LOG = 17
@@ -270,17 +273,19 @@ class _Data:
 
     def write_all(self) -> dict[int, _Placement]:
         placements: dict[int, _Placement] = {}
-        try:
-            for inode in _inodes_in_data_order(self.tree):
-                placements[id(inode)] = self._plan_file(inode)
-            self._flush_fragment()
-            self.blocks.drain()
-        finally:
-            for fd in self._fds.values():
-                os.close(fd)
+        for inode in _inodes_in_data_order(self.tree):
+            placements[id(inode)] = self._plan_file(inode)
+        self._flush_fragment()
+        self.blocks.drain()
         if self.progress and self._total > self._reported:
             self.progress(self._total - self._reported)
         return placements
+
+    def close(self) -> None:
+        """Close the layer files (only once no worker can still be reading them)."""
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
 
     def _piece(self, inode: Inode, offset: int, size: int) -> Piece:
         if inode.data is not None:
@@ -350,6 +355,8 @@ class _Ids:
     def __call__(self, value: int) -> int:
         found = self.index.get(value)
         if found is None:
+            if not 0 <= value < 1 << 32:
+                raise ConvertError(f"uid/gid {value} does not fit in squashfs (0 to 4294967295)")
             if len(self.index) >= 1 << 16:
                 raise ConvertError("the image uses more than 65536 distinct uids/gids, more than squashfs can hold")
             found = self.index[value] = len(self.index)
@@ -589,14 +596,17 @@ def write(tree: Tree, path: Path, algo: str, level: int, *, own: Ownership = Own
     with path.open("wb") as out:
         out.write(bytes(96))  # the superblock, written last
         blocks = BlockWriter(out, 96, make, jobs or os.cpu_count() or 1)
+        data = _Data(tree, blocks, progress)
         try:
-            data = _Data(tree, blocks, progress)
             placements = data.write_all()
         finally:
-            blocks.close()
+            blocks.close()  # waits for the workers
+            data.close()
         pos = blocks.pos
         tables = _Tables(tree, own, placements, compress)
         root = tables.write()
+        if tables.xattrs.dropped:
+            log.info("xattrs squashfs cannot hold, dropped: %s", ", ".join(sorted(tables.xattrs.dropped)))
         inode_table = pos
         inodes = tables.inodes.finish()
         out.write(inodes)

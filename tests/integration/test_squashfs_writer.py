@@ -18,10 +18,13 @@ import random
 import stat
 import subprocess
 import tarfile
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from buildkit.image.flatten import as_layer_tars, flatten
 from buildkit.image.squashfs import read_superblock
@@ -226,3 +229,67 @@ def test_all_root_and_enroot_permissions(layer: Path, tmp_path: Path) -> None:
     assert rows["attrs/owned"] == ["-rwxr-s---", "0/0"]  # u+rX: executable for the group, so for the owner too
     assert rows["sizes/random"] == ["-rw-------", "0/0"]
     assert rows["many/d00"] == ["drwxr-x---", "0/0"]
+
+
+NAMES = st.text(alphabet=st.sampled_from("abcXYZ019-_.é漢 "), min_size=1, max_size=12).map(
+    lambda n: n.strip() or "x").filter(lambda n: n not in (".", "..") and not n.startswith(".wh."))
+SIZES = st.sampled_from([0, 1, 100, BLOCK_SIZE - 1, BLOCK_SIZE, BLOCK_SIZE + 1, 2 * BLOCK_SIZE + 7, 9 * BLOCK_SIZE])
+FILLS = st.sampled_from(["noise", "zeros", "text"])
+
+
+@st.composite
+def trees(draw: st.DrawFn) -> list[tuple[str, str, object, int, int]]:
+    """(path, kind, payload, mode, uid) in tar order: parents first; payload is bytes, a link target or None."""
+    dirs, files, out = [""], [], []
+    for n in range(draw(st.integers(1, 25))):
+        parent = draw(st.sampled_from(dirs))
+        name = draw(NAMES)
+        path = f"{parent}/{name}".lstrip("/")
+        if any(p == path for p, *_ in out):
+            continue
+        kind = draw(st.sampled_from(["dir", "file", "file", "symlink", "hardlink"] if files else ["dir", "file"]))
+        mode, uid = draw(st.sampled_from([0o755, 0o644, 0o4755, 0o600, 0o1777])), draw(st.sampled_from([0, 1000, 70000]))
+        if kind == "dir":
+            dirs.append(path)
+            out.append((path, "dir", None, mode, uid))
+        elif kind == "file":
+            size, fill = draw(SIZES), draw(FILLS)
+            data = {"noise": random.Random(n).randbytes(size), "zeros": bytes(size),
+                    "text": (f"{n} line\n".encode() * (size // 7 + 1))[:size]}[fill]
+            files.append(path)
+            out.append((path, "file", data, mode, uid))
+        elif kind == "symlink":
+            out.append((path, "symlink", draw(st.sampled_from(["/etc/passwd", "../x", draw(NAMES)])), 0o777, 0))
+        else:
+            out.append((path, "hardlink", draw(st.sampled_from(files)), 0, 0))
+    return out
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(entries=trees())
+def test_any_tree_reads_back_exactly(entries: list[tuple[str, str, object, int, int]], tmp_path: Path) -> None:
+    work = Path(tempfile.mkdtemp(dir=tmp_path))
+    layer, expected = work / "layer.tar", {"": ("dir", 0o755, 0, 0, None, {})}
+    with tarfile.open(layer, "w", format=tarfile.PAX_FORMAT) as tar:
+        for path, kind, payload, mode, uid in entries:
+            info = tarfile.TarInfo(path)
+            info.mode, info.uid, info.gid, info.mtime = mode, uid, uid, MTIME
+            if kind == "dir":
+                info.type = tarfile.DIRTYPE
+                expected[path] = ("dir", mode, uid, uid, None, {})
+            elif kind == "file":
+                assert isinstance(payload, bytes)
+                info.size = len(payload)
+                expected[path] = ("file", mode, uid, uid, hashlib.sha256(payload).hexdigest(), {})
+            elif kind == "symlink":
+                info.type, info.linkname = tarfile.SYMTYPE, str(payload)
+                expected[path] = ("symlink", 0o777, uid, uid, payload, {})
+            else:
+                info.type, info.linkname = tarfile.LNKTYPE, str(payload)
+                expected[path] = expected[str(payload)]
+            tar.addfile(info, io.BytesIO(payload) if kind == "file" else None)  # type: ignore[arg-type]
+    image, out = work / "image.sqsh", work / "x"
+    write(flatten(as_layer_tars([layer]), mtime=MTIME), image, "zstd", 1)
+    subprocess.run(["unsquashfs", "-q", "-n", "-d", str(out), str(image)], check=True,  # noqa: S603, S607
+                   stdout=subprocess.DEVNULL)
+    assert _walk(out) == expected
