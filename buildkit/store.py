@@ -30,7 +30,7 @@ from typing import Any
 from .errors import ConvertError
 from .fsutil import fsync_dir
 
-FORMAT_VERSION = 1  # bump when the bytes ckit writes for the same inputs change
+FORMAT_VERSION = 2  # bump when the bytes ckit writes for the same inputs change (2: ckit's own squashfs writer)
 
 
 def default_root() -> Path:

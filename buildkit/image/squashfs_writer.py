@@ -157,7 +157,7 @@ class BlockWriter:
         self._make, self._local = make, _Local()
         self._pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="squashfs")
         self._pending: deque[tuple[Future[Packed], Callable[[list[tuple[int, int]]], None]]] = deque()
-        self._backlog = 4 * jobs
+        self._backlog = 2 * jobs + 4  # finished runs waiting to be written: memory stays a few MiB per thread
 
     def _work(self, job: Callable[[Compress], Packed]) -> Packed:
         compress = self._local.compress
@@ -255,6 +255,7 @@ class Stats:
 
 
 RUN_BLOCKS = 8  # blocks per worker job: 1 MiB, few enough handoffs between threads
+MAX_JOBS = 32  # threads by default: a big login node's cores are shared, and memory grows with each
 
 
 class _Data:
@@ -595,7 +596,7 @@ def write(tree: Tree, path: Path, algo: str, level: int, *, own: Ownership = Own
     compress = make()
     with path.open("wb") as out:
         out.write(bytes(96))  # the superblock, written last
-        blocks = BlockWriter(out, 96, make, jobs or os.cpu_count() or 1)
+        blocks = BlockWriter(out, 96, make, jobs or min(os.cpu_count() or 1, MAX_JOBS))
         data = _Data(tree, blocks, progress)
         try:
             placements = data.write_all()
