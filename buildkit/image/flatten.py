@@ -66,8 +66,9 @@ class Node:
 
 def normalise(name: str, what: str) -> str:
     """``name`` as a relative path without ``.``/``..``/empty parts; '' is the root."""
-    if name and name[0] not in "./" and name[-1] != "/" and "//" not in name and "/." not in name:
-        return name  # the common case, already normal
+    bare = name[2:] if name.startswith("./") else name  # layers made with ``tar -C rootfs .`` say ./usr/…
+    if bare and bare[0] not in "./" and bare[-1] != "/" and "//" not in bare and "/." not in bare:
+        return bare  # the common case, already normal
     parts: list[str] = []
     for part in name.split("/"):
         if part in ("", "."):

@@ -118,7 +118,10 @@ def _checksum_ok(buf: bytes) -> bool:
     1 + the byte sum mod 65521, computed in C; a 512-byte block sums to less than 2 × 65521, so the sum is
     one of two values and the stored checksum must be the one that fits."""
     field = buf[148:156]
-    expected = _num(field)
+    try:
+        expected = int(field.translate(NUL_TO_SPACE), 8)
+    except ValueError:
+        expected = _num(field)
     total = (zlib.adler32(buf) & 0xFFFF) - 1 - sum(field) + 256  # ≡ the checksum, mod 65521
     return expected in (total % 65521, total % 65521 + 65521)
 
