@@ -1,8 +1,9 @@
 """Convert any image to a ``.sif`` or an Enroot ``.sqsh``: plan (identify, choose, key), then execute.
 
 Execution never runs as root and never extracts a layer: layers → merged index (+ the target's rootfs
-additions) → squashfs written from the layers' byte ranges → (SIF wrapper). Results live in the local store, keyed by the image's config
-digest and the conversion options; a hit does no work and ``-o FILE`` is an atomic link or copy from it.
+additions) → squashfs written from the layers' byte ranges → (SIF wrapper). Results live in the local store,
+keyed by the image's config digest and the conversion options; a hit does no work and ``-o FILE`` is an atomic
+link or copy from it.
 
 Ownership: a ``.sif`` keeps the image's owners and modes (what ``apptainer build`` as root keeps). A ``.sqsh``
 is all-root with ``u+rX`` (and ``u+w`` on directories), exactly what ``enroot import`` produces

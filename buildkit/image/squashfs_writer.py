@@ -526,7 +526,8 @@ class _Tables:
             head = self._header
             mode = self.own.mode("file", meta.mode, depth)
             sizes = struct.pack(f"<{len(place.blocks)}I", *place.blocks)
-            if links == 1 and xattr == NO_XATTR and not place.sparse and place.size < 1 << 32 and place.start < 1 << 32:
+            basic = links == 1 and xattr == NO_XATTR and not place.sparse
+            if basic and place.size < 1 << 32 and place.start < 1 << 32:
                 self.inodes.write(head(FILE, meta, mode, number) + struct.pack(
                     "<IIII", place.start, place.fragment, place.fragment_offset, place.size) + sizes)
             else:

@@ -175,7 +175,8 @@ def scan(f: BinaryIO, start: int, end: int, what: str) -> Iterator[Member]:
             name=name.rstrip("/") or name if kind == tarfile.DIRTYPE else name,
             type=kind, mode=mode, uid=uid, gid=gid, mtime=mtime, size=size, linkname=linkname,
             offset=header_at, offset_data=data_at, pax_headers=headers,
-            sparse=kind == tarfile.GNUTYPE_SPARSE or bool(headers) and any(k.startswith("GNU.sparse.") for k in headers),
+            sparse=kind == tarfile.GNUTYPE_SPARSE or bool(headers) and any(k.startswith("GNU.sparse.")
+                                                                             for k in headers),
         )
         if kind not in DATA_TYPES and kind in KNOWN:
             pos = data_at  # only regular files carry data

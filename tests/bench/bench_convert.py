@@ -2,14 +2,14 @@
 
 Images (built through the docker SDK on the podman service, deterministic: the same host files every run):
 ``small`` = localhost/debian:bookworm (~170 MB), ``big`` = + /usr/lib/gcc and /usr/lib/python3.11 (~350 MB),
-``huge`` = + /usr/lib/x86_64-linux-gnu (~850 MB). The pre-flattened rootfs for the raw tools is
-``podman export`` of a container of the image (a tar for tar2sqfs, unpacked as root for mksquashfs); tar2sqfs
-runs with ckit's layout choices (export table, 128 KiB blocks) and a deep block queue. All tools get the same
-thread count (the machine's CPUs) and a warm page cache; cheap runs are repeated and the best kept, the slow
-anchors (gzip level 9, lzo) run once. ckit is timed at its defaults (sqsh zstd:-3, sif zstd:1) against the
-anchors, and at zstd:1 and zstd:3 against the raw tools at the same setting. The anchors are timed twice over: their squashfs
-step alone on the pre-flattened rootfs, and as a pipeline from the same OCI layout ckit reads (unpack the
-layers with umoci, then that squashfs step), which is what a user waits for.
+``huge`` = + /usr/lib/x86_64-linux-gnu (~850 MB). The pre-flattened rootfs for the raw tools is ``podman
+export`` of a container of the image (a tar for tar2sqfs, unpacked as root for mksquashfs); tar2sqfs runs with
+ckit's layout choices (export table, 128 KiB blocks) and a deep block queue. All tools get the same thread count
+(the machine's CPUs) and a warm page cache; cheap runs are repeated and the best kept, the slow anchors (gzip
+level 9, lzo) run once. ckit is timed at its defaults (sqsh zstd:-3, sif zstd:1) against the anchors, and at
+zstd:1 and zstd:3 against the raw tools at the same setting. The anchors are timed twice over: their squashfs
+step alone on the pre-flattened rootfs, and as a pipeline from the same OCI layout ckit reads (unpack the layers
+with umoci, then that squashfs step), which is what a user waits for.
 """
 
 from __future__ import annotations
