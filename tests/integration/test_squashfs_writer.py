@@ -26,6 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from buildkit.errors import ConvertError
 from buildkit.image.flatten import as_layer_tars, flatten
 from buildkit.image.squashfs import read_superblock
 from buildkit.image.squashfs_writer import BLOCK_SIZE, Ownership, write
@@ -293,3 +294,16 @@ def test_any_tree_reads_back_exactly(entries: list[tuple[str, str, object, int, 
     subprocess.run(["unsquashfs", "-q", "-n", "-d", str(out), str(image)], check=True,  # noqa: S603, S607
                    stdout=subprocess.DEVNULL)
     assert _walk(out) == expected
+
+
+def test_a_layer_that_shrinks_after_indexing_is_a_clear_error(tmp_path: Path) -> None:
+    layer = tmp_path / "layer.tar"
+    with tarfile.open(layer, "w") as tar:
+        for name, size in (("big", 3 * BLOCK_SIZE), ("small", 10)):
+            info = tarfile.TarInfo(name)
+            info.size = size
+            tar.addfile(info, io.BytesIO(bytes(range(256)) * (size // 256) + b"x" * (size % 256)))
+    tree = flatten(as_layer_tars([layer]), mtime=MTIME)
+    os.truncate(layer, 1024)  # changed under ckit's feet between the two passes
+    with pytest.raises(ConvertError, match="layer 1: the layer ended early"):
+        write(tree, tmp_path / "out.sqsh", "zstd", 1)
