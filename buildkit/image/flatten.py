@@ -1,11 +1,11 @@
-"""Merge image layers into one tar stream, never extracting anything onto the host.
+"""Merge image layers into one tree, never extracting anything onto the host.
 
 Two passes. Pass 1 reads every layer's tar *headers* (an uncompressed layer is read in place by seeking;
 a compressed one is first decompressed into a spool file) and builds an index: final path → node, where a
 regular file's node points at the byte range holding its data. Whiteouts (``.wh.X``), opaque directories
 (``.wh..wh..opq``), replacements (file ↔ directory) and hardlinks (also across layers) are resolved on the
-index, as overlayfs would show the image. Pass 2 (:mod:`.tarstream`) writes the merged tree as one tar,
-copying file data straight from those byte ranges.
+index, as overlayfs would show the image. Pass 2 (:mod:`.squashfs_writer`) writes the merged tree as a
+squashfs image, reading file data straight from those byte ranges.
 
 Layer member names are only ever keys of the index, so no member can write outside anything. Names are
 normalised (leading ``/`` and ``./`` dropped, ``.`` removed, ``..`` resolved and refused when it climbs out
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import tarfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,7 +108,7 @@ def _meta(member: Member) -> Meta:
 
 
 class Tree:
-    """The merged view of the layers (pass 1); ``write_tar`` is pass 2."""
+    """The merged view of the layers (pass 1); :func:`.squashfs_writer.write` is pass 2."""
 
     def __init__(self, default_mtime: int = 0) -> None:
         self.default_mtime = default_mtime
@@ -308,23 +308,13 @@ class Tree:
             self._put(path, node)
 
     # --- pass 2 -------------------------------------------------------------------------------------------------
-    def entries(self) -> Iterator[tuple[str, Node]]:
-        """Output order: directories, then symlinks/FIFOs (by name), then files in data order."""
-        paths = sorted(self.nodes)
-        yield from ((p, self.nodes[p]) for p in paths if self.nodes[p].kind == "dir")
-        yield from ((p, self.nodes[p]) for p in paths if self.nodes[p].kind in ("symlink", "fifo"))
-        files = [(p, self.nodes[p]) for p in paths if self.nodes[p].kind == "file"]
-        files.sort(key=lambda pn: (pn[1].inode.layer, pn[1].inode.offset, pn[0]))  # type: ignore[union-attr]
-        yield from files
+    def inodes(self) -> list[Inode]:
+        """Each regular file's data once (hardlinks share it), in layer order so every layer is read forward."""
+        unique = {id(node.inode): node.inode for node in self.nodes.values() if node.inode is not None}
+        return sorted(unique.values(), key=lambda inode: (inode.layer, inode.offset))
 
     def total_bytes(self) -> int:
-        seen: set[int] = set()
-        total = 0
-        for node in self.nodes.values():
-            if node.inode is not None and id(node.inode) not in seen:
-                seen.add(id(node.inode))
-                total += node.inode.size
-        return total
+        return sum(inode.size for inode in self.inodes())
 
 
 def flatten(layers: Iterable[LayerTar], additions: Iterable[RootfsEntry] = (), *, mtime: int = 0) -> Tree:

@@ -47,24 +47,6 @@ class Member:
     def isdir(self) -> bool:
         return self.type == tarfile.DIRTYPE
 
-    def issym(self) -> bool:
-        return self.type == tarfile.SYMTYPE
-
-    def islnk(self) -> bool:
-        return self.type == tarfile.LNKTYPE
-
-    def ischr(self) -> bool:
-        return self.type == tarfile.CHRTYPE
-
-    def isblk(self) -> bool:
-        return self.type == tarfile.BLKTYPE
-
-    def isfifo(self) -> bool:
-        return self.type == tarfile.FIFOTYPE
-
-    def issparse(self) -> bool:
-        return self.sparse
-
 
 def _str(raw: bytes) -> str:
     end = raw.find(b"\0")

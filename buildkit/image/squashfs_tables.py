@@ -1,0 +1,338 @@
+"""The metadata of a squashfs 4.0 image: the inode and directory tables, ids, xattrs and lookup tables.
+
+Everything here is built once the file data is written (:mod:`.squashfs_writer`), because a file's inode holds
+where its blocks landed. Directories are written depth first, a directory after everything below it, so each
+listing can name its entries' inode references; directories are numbered first, so each can name its parent.
+Field layouts follow the kernel's ``fs/squashfs/squashfs_fs.h``.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, BinaryIO
+
+from ..errors import ConvertError
+from .flatten import Meta, Node, Tree
+
+if TYPE_CHECKING:
+    from .squashfs_writer import Placement
+
+METADATA_SIZE = 8192
+UNCOMPRESSED_META = 0x8000  # flag in a metadata block's 16-bit header
+NO_XATTR = 0xFFFFFFFF
+DIR_ENTRIES_PER_HEADER = 256
+XATTR_PREFIXES = {"user.": 0, "trusted.": 1, "security.": 2}
+# basic inode types; the extended variant of each is +7
+DIR, FILE, SYMLINK, FIFO = 1, 2, 3, 6
+EXTENDED = 7
+
+Compress = Callable[[bytes], bytes]
+
+
+@dataclass(frozen=True)
+class Ownership:
+    """How the image rewrites ownership and modes: ``all_root`` like ``mksquashfs -all-root``,
+    ``fixperms`` like Enroot's ``chmod -R u+rX`` plus ``u+w`` on directories up to depth 15."""
+
+    all_root: bool = False
+    fixperms: bool = False
+
+    def mode(self, kind: str, mode: int, depth: int) -> int:
+        if self.fixperms:
+            mode |= 0o400
+            if kind == "dir" or mode & 0o111:
+                mode |= 0o100
+            if kind == "dir" and depth <= 15:
+                mode |= 0o200
+        return mode
+
+
+class MetadataWriter:
+    """A metadata stream (inode table, directory table, …): 8 KiB blocks behind 16-bit headers."""
+
+    def __init__(self, compress: Compress) -> None:
+        self._compress = compress
+        self.data = bytearray()
+        self._buf = bytearray()
+        self.block_starts: list[int] = []
+
+    def ref(self) -> tuple[int, int]:
+        """(start of the current block in the compressed stream, offset inside it)."""
+        return len(self.data), len(self._buf)
+
+    def write(self, chunk: bytes) -> None:
+        self._buf += chunk
+        while len(self._buf) >= METADATA_SIZE:
+            self._flush(bytes(self._buf[:METADATA_SIZE]))
+            del self._buf[:METADATA_SIZE]
+
+    def _flush(self, block: bytes) -> None:
+        self.block_starts.append(len(self.data))
+        packed = self._compress(block)
+        if len(packed) < len(block):
+            self.data += struct.pack("<H", len(packed)) + packed
+        else:
+            self.data += struct.pack("<H", len(block) | UNCOMPRESSED_META) + block
+
+    def finish(self) -> bytes:
+        if self._buf:
+            self._flush(bytes(self._buf))
+            self._buf.clear()
+        return bytes(self.data)
+
+
+class _Ids:
+    def __init__(self) -> None:
+        self.index: dict[int, int] = {}
+
+    def __call__(self, value: int) -> int:
+        found = self.index.get(value)
+        if found is None:
+            if not 0 <= value < 1 << 32:
+                raise ConvertError(f"uid/gid {value} does not fit in squashfs (0 to 4294967295)")
+            if len(self.index) >= 1 << 16:
+                raise ConvertError("the image uses more than 65536 distinct uids/gids, more than squashfs can hold")
+            found = self.index[value] = len(self.index)
+        return found
+
+
+class _Xattrs:
+    """The xattr key/value table and its id table; identical sets are stored once."""
+
+    def __init__(self, compress: Compress) -> None:
+        self.kv = MetadataWriter(compress)
+        self.ids: list[tuple[int, int, int]] = []  # (ref, count, size)
+        self._known: dict[tuple[tuple[str, str], ...], int] = {}
+        self.dropped: set[str] = set()
+
+    def __call__(self, pairs: tuple[tuple[str, str], ...]) -> int:
+        if not pairs:
+            return NO_XATTR
+        found = self._known.get(pairs)
+        if found is not None:
+            return found
+        encoded = []
+        listed = 0  # what listxattr returns: each full name and its NUL, plus the values (as mksquashfs counts)
+        for key, value in pairs:
+            name = key.split(".xattr.", 1)[1] if ".xattr." in key else key
+            prefix = next((p for p in XATTR_PREFIXES if name.startswith(p)), None)
+            if prefix is None:
+                self.dropped.add(name)
+                continue
+            raw_name = name[len(prefix):].encode("utf-8", "surrogateescape")
+            raw_value = value.encode("utf-8", "surrogateescape")
+            encoded.append(struct.pack("<HH", XATTR_PREFIXES[prefix], len(raw_name)) + raw_name
+                           + struct.pack("<I", len(raw_value)) + raw_value)
+            listed += len(prefix) + len(raw_name) + 1 + len(raw_value)
+        if not encoded:
+            self._known[pairs] = NO_XATTR
+            return NO_XATTR
+        block, offset = self.kv.ref()
+        body = b"".join(encoded)
+        self.kv.write(body)
+        found = self._known[pairs] = len(self.ids)
+        self.ids.append(((block << 16) | offset, len(encoded), listed))
+        return found
+
+    def write_tables(self, out: BinaryIO, pos: int, compress: Compress) -> tuple[int, int]:
+        """The key/value blocks, then the id table, then its header and index, at ``pos`` of ``out``.
+        Returns (the header's position, for the superblock; the position after)."""
+        kv = self.kv.finish()
+        out.write(kv)
+        ids = MetadataWriter(compress)
+        ids.write(b"".join(struct.pack("<QII", ref, count, size) for ref, count, size in self.ids))
+        id_blocks = ids.finish()
+        out.write(id_blocks)
+        ids_at, header = pos + len(kv), pos + len(kv) + len(id_blocks)
+        out.write(struct.pack("<QII", pos, len(self.ids), 0)
+                  + struct.pack(f"<{len(ids.block_starts)}Q", *(ids_at + s for s in ids.block_starts)))
+        return header, header + 16 + 8 * len(ids.block_starts)
+
+
+@dataclass(slots=True)
+class _Entry:
+    name: bytes
+    kind: int
+    ref: int
+    number: int
+
+
+@dataclass(slots=True)
+class _Open:
+    """A directory being written: its children are written first (depth first, no recursion)."""
+
+    path: str
+    number: int
+    parent: int
+    pending: Iterator[str]
+    entries: list[_Entry] = field(default_factory=list)
+    subdirs: int = 0
+
+
+def _name(path: str) -> bytes:
+    name = path.rpartition("/")[2].encode("utf-8", "surrogateescape")
+    if len(name) > 256:
+        raise ConvertError(f"/{path}: a name longer than 256 bytes cannot be stored in squashfs")
+    return name
+
+
+class Tables:
+    """Inode and directory tables, written depth first: a directory after everything below it."""
+
+    def __init__(self, tree: Tree, own: Ownership, placements: dict[int, Placement], compress: Compress) -> None:
+        self.tree, self.own, self.placements = tree, own, placements
+        self.inodes = MetadataWriter(compress)
+        self.dirs = MetadataWriter(compress)
+        self.ids = _Ids()
+        self.xattrs = _Xattrs(compress)
+        self._written: dict[int, tuple[int, int]] = {}  # id(Inode) → (ref, number): hardlinks share it
+        self._links: dict[int, int] = {}
+        others = 0
+        for node in tree.nodes.values():
+            if node.inode is not None:
+                self._links[id(node.inode)] = self._links.get(id(node.inode), 0) + 1
+            elif node.kind != "dir":
+                others += 1
+        # directories are numbered first: a directory inode names its parent's number
+        dirs = sorted(p for p, n in tree.nodes.items() if n.kind == "dir")
+        self._dir_numbers = {p: n for n, p in enumerate(dirs, 1)}
+        self._next = len(dirs) + 1
+        self.count = len(dirs) + others + len(self._links)
+        self.refs = [0] * self.count  # inode ref by inode number - 1: the export table
+
+    def write(self) -> int:
+        """Write every inode and directory listing; returns the root inode's reference."""
+        stack = [self._open("", 0)]
+        while True:
+            frame = stack[-1]
+            child = next(frame.pending, None)
+            if child is None:
+                stack.pop()
+                ref = self._close(frame)
+                if not stack:
+                    return ref
+                stack[-1].entries.append(_Entry(_name(frame.path), DIR, ref, frame.number))
+                stack[-1].subdirs += 1
+                continue
+            node = self.tree.nodes[child]
+            if node.kind == "dir":
+                stack.append(self._open(child, frame.number))
+            else:
+                kind, ref, number = self._leaf(child, node)
+                frame.entries.append(_Entry(_name(child), kind, ref, number))
+
+    def _open(self, path: str, parent: int) -> _Open:
+        children = sorted(self.tree.children.get(path, ()),
+                          key=lambda p: p.rpartition("/")[2].encode("utf-8", "surrogateescape"))
+        return _Open(path, self._dir_numbers[path], parent, iter(children))
+
+    def _header(self, kind: int, meta: Meta, mode: int, number: int) -> bytes:
+        uid, gid = (0, 0) if self.own.all_root else (meta.uid, meta.gid)
+        return struct.pack("<HHHHII", kind, mode & 0o7777, self.ids(uid), self.ids(gid), meta.mtime, number)
+
+    def _place(self, number: int) -> int:
+        block, offset = self.inodes.ref()
+        ref = (block << 16) | offset
+        self.refs[number - 1] = ref
+        return ref
+
+    def _close(self, d: _Open) -> int:
+        meta = self.tree.nodes[d.path].meta
+        assert meta is not None
+        listing_block, listing_offset = self.dirs.ref()
+        listing = _listing(d.entries)
+        self.dirs.write(listing)
+        mode = self.own.mode("dir", meta.mode, d.path.count("/") + 1 if d.path else 0)
+        xattr = self.xattrs(meta.xattrs)
+        parent = d.parent or self.count + 1  # the root's parent: one past the last inode, as mksquashfs writes
+        size = len(listing) + 3  # the kernel counts the "." and ".." it synthesises as 3 bytes
+        ref = self._place(d.number)
+        if size <= 0xFFFF and xattr == NO_XATTR:
+            self.inodes.write(self._header(DIR, meta, mode, d.number) + struct.pack(
+                "<IIHHI", listing_block, 2 + d.subdirs, size, listing_offset, parent))
+        else:
+            self.inodes.write(self._header(DIR + EXTENDED, meta, mode, d.number) + struct.pack(
+                "<IIIIHHI", 2 + d.subdirs, size, listing_block, parent, 0, listing_offset, xattr))
+        return ref
+
+    def _leaf(self, path: str, node: Node) -> tuple[int, int, int]:
+        inode = node.inode
+        if inode is not None and id(inode) in self._written:
+            ref, number = self._written[id(inode)]
+            return FILE, ref, number
+        number = self._next
+        self._next += 1
+        ref = self._place(number)
+        depth = path.count("/") + 1
+        if inode is not None:
+            meta = inode.meta
+            place = self.placements[id(inode)]
+            links = self._links[id(inode)]
+            xattr = self.xattrs(meta.xattrs)
+            head = self._header
+            mode = self.own.mode("file", meta.mode, depth)
+            sizes = struct.pack(f"<{len(place.blocks)}I", *place.blocks)
+            basic = links == 1 and xattr == NO_XATTR and not place.sparse
+            if basic and place.size < 1 << 32 and place.start < 1 << 32:
+                self.inodes.write(head(FILE, meta, mode, number) + struct.pack(
+                    "<IIII", place.start, place.fragment, place.fragment_offset, place.size) + sizes)
+            else:
+                self.inodes.write(head(FILE + EXTENDED, meta, mode, number) + struct.pack(
+                    "<QQQIIII", place.start, place.size, place.sparse, links, place.fragment, place.fragment_offset,
+                    xattr)
+                    + sizes)
+            self._written[id(inode)] = (ref, number)
+            return FILE, ref, number
+        meta = node.meta
+        assert meta is not None
+        xattr = self.xattrs(meta.xattrs)
+        mode = self.own.mode(node.kind, meta.mode, depth)
+        if node.kind == "symlink":
+            mode = 0o777  # what Linux shows for every symlink, and what mksquashfs and tar2sqfs store
+            target = node.target.encode("utf-8", "surrogateescape")
+            if xattr == NO_XATTR:
+                self.inodes.write(self._header(SYMLINK, meta, mode, number)
+                                  + struct.pack("<II", 1, len(target)) + target)
+            else:
+                self.inodes.write(self._header(SYMLINK + EXTENDED, meta, mode, number)
+                                  + struct.pack("<II", 1, len(target)) + target + struct.pack("<I", xattr))
+            return SYMLINK, ref, number
+        if node.kind == "fifo":
+            if xattr == NO_XATTR:
+                self.inodes.write(self._header(FIFO, meta, mode, number) + struct.pack("<I", 1))
+            else:
+                self.inodes.write(self._header(FIFO + EXTENDED, meta, mode, number) + struct.pack("<II", 1, xattr))
+            return FIFO, ref, number
+        raise ConvertError(f"/{path}: cannot store a {node.kind} in squashfs")
+
+
+def _listing(entries: list[_Entry]) -> bytes:
+    """A directory's listing: runs of entries under headers that share an inode block and a base number."""
+    out = bytearray()
+    i = 0
+    while i < len(entries):
+        first = entries[i]
+        block, base = first.ref >> 16, first.number
+        j = i + 1
+        while (j < len(entries) and j - i < DIR_ENTRIES_PER_HEADER and entries[j].ref >> 16 == block
+               and -0x8000 <= entries[j].number - base <= 0x7FFF):
+            j += 1
+        out += struct.pack("<III", j - i - 1, block, base)
+        for e in entries[i:j]:
+            out += struct.pack("<HhHH", e.ref & 0xFFFF, e.number - base, e.kind, len(e.name) - 1) + e.name
+        i = j
+    return bytes(out)
+
+
+def lookup_table(out: BinaryIO, pos: int, items: bytes, compress: Compress) -> tuple[int, int]:
+    """A lookup table (fragments, export, ids): metadata blocks, then the raw array of their positions.
+    Returns (position of that array, position after it)."""
+    meta = MetadataWriter(compress)
+    meta.write(items)
+    blocks = meta.finish()
+    out.write(blocks)
+    index = struct.pack(f"<{len(meta.block_starts)}Q", *(pos + s for s in meta.block_starts))
+    out.write(index)
+    return pos + len(blocks), pos + len(blocks) + len(index)
