@@ -11,6 +11,10 @@ A key is the sha256 of the canonical JSON of the source digest and every option 
 (target, compression, ckit's format version). Publishing is atomic: the producer writes a temp file in
 ``artifacts/``, the store verifies it, fsyncs and renames it. Two runs on the same key serialise on the lock
 file: the second finds the artifact published and does no work.
+
+The record keeps the artifact's inode, size and modification time as published. Any write to the file changes
+its mtime, so an entry whose file no longer matches its record (modified in place, even at the same size, or
+replaced) is dropped and made again instead of being served.
 """
 
 from __future__ import annotations
@@ -77,8 +81,8 @@ class Store:
             return None
         try:
             meta = json.loads(meta_path.read_text())
-            if meta.get("size") != path.stat().st_size:
-                raise ConvertError(f"{path}: size differs from the store record")
+            if not isinstance(meta, dict) or meta.get("stat") != _identity(path):
+                raise ConvertError(f"{path}: the file changed since it was published")
             if verify is not None:
                 verify(path)
         except (ValueError, OSError, ConvertError):
@@ -132,7 +136,7 @@ class Store:
                 os.fsync(f.fileno())
             temp.chmod(0o755 if suffix == "sif" else 0o644)  # a SIF runs via its #! line
             final = self.path(key, suffix)
-            meta = {**meta, "key": key, "size": temp.stat().st_size}
+            meta = {**meta, "key": key, "size": temp.stat().st_size, "stat": _identity(temp)}  # kept by rename
             meta_tmp = temp.with_suffix(".json.tmp")
             meta_tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
             os.replace(temp, final)
@@ -155,6 +159,12 @@ class Store:
             if path.is_file():
                 found.append(Entry(meta_path.stem, path, meta))
         return found
+
+
+def _identity(path: Path) -> list[int]:
+    """What changes when the file's bytes do: inode, size and mtime (ns). Linking does not change them."""
+    st = path.stat()
+    return [st.st_ino, st.st_size, st.st_mtime_ns]
 
 
 def export(src: Path, dest: Path) -> Path:

@@ -1,9 +1,12 @@
 """Layer blobs as seekable, uncompressed tars: sniff the compression, spool compressed layers once.
 
 An uncompressed layer (a docker-archive member, a plain OCI blob) is used where it lies, as a byte range of
-its file. A gzip or zstd layer is decompressed into a spool file in the work dir, checking the blob digest
-on the way when it is known. Pass 1 of the flattener then reads headers by seeking and pass 2 copies data
-ranges; nothing is decompressed twice.
+its file. A gzip or zstd layer is decompressed into a spool file in the work dir. Pass 1 of the flattener then
+reads headers by seeking and pass 2 copies data ranges; nothing is decompressed twice.
+
+Every layer is verified before its content counts: against the blob's own digest (OCI layouts, registries)
+while it is read or decompressed, and, for layers that have no digest of their own (a docker-archive member,
+an engine's save), against the image config's ``rootfs.diff_ids`` entry, the digest of the uncompressed tar.
 
 Compressed layers are decompressed in parallel, one thread per layer up to the CPU count (zlib, isal and
 zstd work outside the GIL). gzip goes through ``isal`` (Intel's ISA-L, about twice zlib's speed) where its
@@ -12,7 +15,6 @@ wheels exist, else the standard ``zlib``.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import zlib
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import ConvertError, IntegrityError
+from ..oci.digest import hasher, parse_digest
 from .source import LayerBlob
 
 try:
@@ -90,16 +93,17 @@ def _head(blob: LayerBlob, n: int = 6) -> bytes:
 
 
 class _Hashing:
-    """Reads a byte range and hashes what passes through (for the digest check)."""
+    """Reads a byte range and hashes what passes through (for a check against ``expected``, when given)."""
 
-    def __init__(self, blob: LayerBlob, progress: Callable[[int], None] | None) -> None:
+    def __init__(self, blob: LayerBlob, expected: str | None, progress: Callable[[int], None] | None) -> None:
         self._region = Region(blob.path, blob.offset, blob.size)
-        self.sha = hashlib.sha256()
+        self.sha = hasher(parse_digest(expected, blob.what)) if expected else None
         self._progress = progress
 
     def read(self, n: int = -1) -> bytes:
         data = self._region.read(n if n and n > 0 else CHUNK) or b""
-        self.sha.update(data)
+        if self.sha is not None:
+            self.sha.update(data)
         if self._progress and data:
             self._progress(len(data))
         return data
@@ -108,30 +112,70 @@ class _Hashing:
         self._region.close()
 
 
+class _HashingWriter:
+    """Writes to ``out`` and hashes the bytes (the uncompressed tar, for a diff_id check)."""
+
+    def __init__(self, out: BinaryIO, digest: str | None) -> None:
+        self.out = out
+        self.sha = hasher(parse_digest(digest)) if digest else None
+
+    def write(self, data: bytes) -> int:
+        if self.sha is not None:
+            self.sha.update(data)
+        return self.out.write(data)
+
+
+def _check(got: object, expected: str | None, what: str, kind: str) -> None:
+    if expected is None or got is None:
+        return
+    value = f"{parse_digest(expected).algorithm}:{got.hexdigest()}"  # type: ignore[attr-defined]
+    if value != expected:
+        raise IntegrityError(f"{what}: the layer does not match its {kind} {expected} (got {value})",
+                             hint="the image is corrupt or was altered; nothing was written")
+
+
+def _verify_in_place(blob: LayerBlob, progress: Callable[[int], None] | None) -> None:
+    """An uncompressed layer used where it lies: its bytes are both the blob and the tar, so they must hash
+    to the blob's digest and to its diff_id, whichever are known."""
+    checks = [(d, kind) for d, kind in ((blob.digest, "digest"), (blob.diff_id, "diff_id")) if d]
+    hashes = {parse_digest(d, blob.what).algorithm: hasher(parse_digest(d, blob.what)) for d, _ in checks}
+    reader = _Hashing(blob, None, progress)
+    try:
+        while data := reader.read(CHUNK):
+            for h in hashes.values():
+                h.update(data)
+    finally:
+        reader.close()
+    for expected, kind in checks:
+        _check(hashes[parse_digest(expected).algorithm], expected, blob.what, kind)
+
+
 def prepare(blob: LayerBlob, workdir: Path, number: int,
             progress: Callable[[int], None] | None = None) -> LayerTar:
-    """``blob`` as an uncompressed tar range, decompressing into ``workdir`` when it is compressed."""
+    """``blob`` as a verified, uncompressed tar range, decompressing into ``workdir`` when it is compressed."""
     head = _head(blob)
     if not head.startswith((GZIP_MAGIC, ZSTD_MAGIC)):
         if head.startswith((XZ_MAGIC, BZIP2_MAGIC)):
             raise ConvertError(f"{blob.what}: xz/bzip2 layers are not supported",
                                hint="OCI layers are tar, tar+gzip or tar+zstd")
-        if progress:
-            progress(blob.size)
+        _verify_in_place(blob, progress)
         return LayerTar(blob.path, blob.offset, blob.size, blob.what)
     spool = workdir / f"layer-{number}.tar"
-    reader = _Hashing(blob, progress)
+    reader = _Hashing(blob, blob.digest, progress)
     try:
-        with spool.open("wb") as out:
+        with spool.open("wb") as raw_out:
+            out = _HashingWriter(raw_out, blob.diff_id if blob.digest is None else None)
             if head.startswith(GZIP_MAGIC):
-                _gunzip(reader, out, blob.what)
+                _gunzip(reader, out, blob.what)  # type: ignore[arg-type]
             else:
-                _unzstd(reader, out, blob.what)
-    finally:
+                _unzstd(reader, out, blob.what)  # type: ignore[arg-type]
+        _check(reader.sha, blob.digest, blob.what, "digest")
+        _check(out.sha, blob.diff_id if blob.digest is None else None, blob.what, "diff_id")
+    except BaseException:
         reader.close()
-    if blob.digest and blob.digest.startswith("sha256:") and "sha256:" + reader.sha.hexdigest() != blob.digest:
         spool.unlink(missing_ok=True)
-        raise IntegrityError(f"{blob.what}: the layer does not match its digest {blob.digest}")
+        raise
+    reader.close()
     return LayerTar(spool, 0, spool.stat().st_size, blob.what)
 
 

@@ -14,7 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConvertError
+from ..errors import ConvertError, IntegrityError
+from ..oci.layout import descriptor
 from .source import INDEX_TYPES, Identity, LayerBlob, Materialized, Source, pick_platform, short
 
 CHUNK = 1 << 20
@@ -46,8 +47,11 @@ class RegistrySource(Source):
             manifest = self.client.get_manifest(repo, self.ref.reference)
             data = manifest.json()
             if manifest.media_type in INDEX_TYPES or "manifests" in data:
-                chosen = pick_platform(data.get("manifests") or [], self.text)
-                data = self.client.get_manifest(repo, chosen["digest"]).json()
+                entries = data.get("manifests") or []
+                if not isinstance(entries, list):
+                    raise IntegrityError(f"{self.text}: the image index's manifests must be a list")
+                chosen = pick_platform([descriptor(e, f"{self.text}: image index entry") for e in entries], self.text)
+                data = self.client.get_manifest(repo, chosen.digest).json()
             if "config" not in data or "layers" not in data:
                 raise ConvertError(f"{self.text}: the registry returned no image manifest",
                                    hint="ckit converts container images (OCI or Docker v2 schema 2)")

@@ -18,8 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, ConvertError, IntegrityError
+from ..oci.digest import parse_digest
+from ..oci.layout import Descriptor, OciLayout, descriptor, json_object
 from . import SOURCE_FORMS
 
+MAX_CONFIG = 16 << 20  # an image config (history included) is a few KiB; 16 MiB is generous
 SAVE_TIMEOUT = 600  # seconds the engine may stay silent during an image save
 
 MANIFEST_TYPES = (
@@ -50,7 +53,8 @@ class LayerBlob:
     offset: int
     size: int
     what: str  # how messages name it, e.g. "layer 2 (sha256:ab12…)"
-    digest: str | None = None  # checked while the blob is read in full, when given
+    digest: str | None = None  # the blob's own digest (OCI layout, registry), checked as it is read
+    diff_id: str | None = None  # the uncompressed tar's digest from the config, for blobs without a digest
 
 
 @dataclass(frozen=True)
@@ -173,11 +177,30 @@ class DockerArchive:
         return Identity(config, sha256_bytes(config))
 
     def layers(self) -> list[LayerBlob]:
+        """The layers, each to be verified against the config's ``rootfs.diff_ids`` (an archive member has
+        no digest of its own; the config is what the image ID names)."""
+        names = self.entry.get("Layers") or []
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise IntegrityError(f"{self.what}: manifest.json Layers must be a list of member names")
+        config = self.identify().config or b""
+        ids = diff_ids(json_object(config, f"{self.what}: image config"), len(names), self.what)
         blobs = []
-        for number, name in enumerate(self.entry.get("Layers") or (), start=1):
+        for number, (name, diff_id) in enumerate(zip(names, ids, strict=True), start=1):
             member = self._member(name)
-            blobs.append(LayerBlob(self.path, member.offset_data, member.size, f"layer {number} ({name})"))
+            blobs.append(LayerBlob(self.path, member.offset_data, member.size, f"layer {number} ({name})",
+                                   diff_id=diff_id))
         return blobs
+
+
+def diff_ids(config: dict[str, Any], count: int, what: str) -> list[str]:
+    """The config's ``rootfs.diff_ids``, checked to be ``count`` valid digests."""
+    rootfs = config.get("rootfs")
+    ids = rootfs.get("diff_ids") if isinstance(rootfs, dict) else None
+    if not isinstance(ids, list) or len(ids) != count:
+        found = len(ids) if isinstance(ids, list) else "no"
+        raise IntegrityError(f"{what}: the image config lists {found} rootfs.diff_ids for {count} layers",
+                             hint="the archive is malformed or was altered; write it again with `docker save`")
+    return [str(parse_digest(d, f"{what}: rootfs.diff_ids[{n}]")) for n, d in enumerate(ids)]
 
 
 def _normalise_archive_name(name: str) -> str:
@@ -284,81 +307,80 @@ class DaemonSource(Source):
 
 
 # --- OCI image layout ----------------------------------------------------------------------------------------
+MAX_INDEX_DEPTH = 8  # indexes nested in indexes: bounded, so an index that lists itself cannot loop
+
+
 class OciLayoutSource(Source):
     def __init__(self, text: str, path: Path, tag: str | None) -> None:
         self.text, self.path, self.tag = text, path, tag
         self.image_ref = f"{path.name}:{tag}" if tag else path.name
         self._manifest: dict[str, Any] | None = None
+        self._layout: OciLayout | None = None
 
-    def _blob_path(self, digest: str) -> Path:
-        algo, _, hexpart = digest.partition(":")
-        if algo not in ("sha256", "sha512") or not hexpart.isalnum():
-            raise ConvertError(f"{self.text}: invalid digest {digest!r}")
-        return self.path / "blobs" / algo / hexpart
-
-    def _read_blob(self, descriptor: dict[str, Any]) -> bytes:
-        digest = descriptor.get("digest", "")
-        path = self._blob_path(digest)
-        try:
-            data = path.read_bytes()
-        except OSError as err:
-            raise ConvertError(f"{self.text}: blob {digest} is missing from the layout") from err
-        if digest.startswith("sha256:") and sha256_bytes(data) != digest:
-            raise IntegrityError(f"{self.text}: blob {digest} does not match its digest")
-        return data
+    @property
+    def layout(self) -> OciLayout:
+        if self._layout is None:
+            self._layout = OciLayout(self.path, self.text)
+        return self._layout
 
     def manifest(self) -> dict[str, Any]:
         if self._manifest is None:
-            index_path = self.path / "index.json"
-            if not index_path.is_file():
-                raise ConfigError(f"{self.text}: {self.path} is not an OCI image layout (no index.json)")
-            index = _json(index_path.read_bytes(), f"{self.text}: index.json")
-            descriptor = self._pick(index.get("manifests") or [])
-            while descriptor.get("mediaType") in INDEX_TYPES:
-                nested = _json(self._read_blob(descriptor), f"{self.text}: image index")
-                descriptor = pick_platform(nested.get("manifests") or [], self.text)
-            self._manifest = _json(self._read_blob(descriptor), f"{self.text}: manifest")
+            chosen = self._pick(self.layout.manifests())
+            for _depth in range(MAX_INDEX_DEPTH):
+                if chosen.media_type not in INDEX_TYPES:
+                    break
+                nested = json_object(self.layout.read_blob(chosen), f"{self.text}: image index {chosen.digest}")
+                entries = nested.get("manifests") or []
+                if not isinstance(entries, list):
+                    raise IntegrityError(f"{self.text}: image index {chosen.digest}: manifests must be a list")
+                chosen = pick_platform([descriptor(e, f"{self.text}: image index entry") for e in entries],
+                                       self.text)
+            else:
+                raise IntegrityError(f"{self.text}: image indexes nest deeper than {MAX_INDEX_DEPTH} levels")
+            self._manifest = json_object(self.layout.read_blob(chosen), f"{self.text}: manifest {chosen.digest}")
         return self._manifest
 
-    def _pick(self, manifests: list[dict[str, Any]]) -> dict[str, Any]:
-        def name(m: dict[str, Any]) -> str | None:
-            return (m.get("annotations") or {}).get("org.opencontainers.image.ref.name")
-
+    def _pick(self, manifests: list[Descriptor]) -> Descriptor:
+        known = ", ".join(sorted(filter(None, (m.ref_name for m in manifests)))) or "none"
         if self.tag is not None:
             for m in manifests:
-                if name(m) == self.tag:
+                if m.ref_name == self.tag:
                     return m
-            known = ", ".join(sorted(filter(None, map(name, manifests)))) or "none"
             raise ConfigError(f"{self.text}: no manifest tagged {self.tag!r} in the layout", hint=f"tags: {known}")
         if len(manifests) != 1:
-            known = ", ".join(sorted(filter(None, map(name, manifests)))) or "none"
             raise ConfigError(f"{self.text}: the layout holds {len(manifests)} manifests",
                               hint=f"name one: oci:PATH:TAG, TAG one of {known}")
         return manifests[0]
 
+    def _descriptors(self, key: str) -> list[Descriptor]:
+        value = self.manifest().get(key)
+        if key == "config":
+            return [descriptor(value, f"{self.text}: manifest config")]
+        if not isinstance(value or [], list):
+            raise IntegrityError(f"{self.text}: manifest {key} must be a list")
+        return [descriptor(d, f"{self.text}: manifest {key}[{n}]") for n, d in enumerate(value or [])]
+
     def identify(self) -> Identity:
-        config_desc = self.manifest().get("config") or {}
-        config = self._read_blob(config_desc)
-        return Identity(config, config_desc["digest"])
+        config_desc = self._descriptors("config")[0]
+        return Identity(self.layout.read_blob(config_desc, limit=MAX_CONFIG), config_desc.digest)
 
     def materialize(self, workdir: Path, progress: Callable[[int], None] | None = None) -> Materialized:
         blobs = []
-        for number, desc in enumerate(self.manifest().get("layers") or (), start=1):
-            path = self._blob_path(desc.get("digest", ""))
-            if not path.is_file():
-                raise ConvertError(f"{self.text}: layer blob {desc.get('digest')} is missing from the layout")
-            blobs.append(LayerBlob(path, 0, path.stat().st_size, f"layer {number} ({short(desc['digest'])})",
-                                   digest=desc["digest"]))
+        for number, desc in enumerate(self._descriptors("layers"), start=1):
+            path = self.layout.blob_path(desc.digest)
+            size = self.layout.blob_size(desc.digest)  # a regular file inside the layout, or an error
+            if size != desc.size:
+                raise IntegrityError(f"{self.text}: layer blob {desc.digest} has {size} bytes, "
+                                     f"its descriptor says {desc.size}")
+            blobs.append(LayerBlob(path, 0, size, f"layer {number} ({short(desc.digest)})", digest=desc.digest))
         return Materialized(self.identify().config or b"", blobs)
 
 
-def pick_platform(manifests: list[dict[str, Any]], what: str) -> dict[str, Any]:
+def pick_platform(manifests: list[Descriptor], what: str) -> Descriptor:
     """The entry of an image index for this host (linux/<arch>), as runtimes pick it."""
     arch = host_arch()
     for m in manifests:
-        plat = m.get("platform") or {}
-        if plat.get("architecture") == arch and plat.get("os", "linux") == "linux":
+        if m.platform.get("architecture") == arch and m.platform.get("os", "linux") == "linux":
             return m
-    found = ", ".join(f"{(m.get('platform') or {}).get('os')}/{(m.get('platform') or {}).get('architecture')}"
-                      for m in manifests)
+    found = ", ".join(f"{m.platform.get('os')}/{m.platform.get('architecture')}" for m in manifests)
     raise ConvertError(f"{what}: the image index has no linux/{arch} image", hint=f"platforms: {found or 'none'}")

@@ -21,10 +21,11 @@ from pathlib import Path
 
 from ..errors import IntegrityError, RegistryError
 from ..fsutil import atomic_path
+from ..oci.digest import of_bytes
 from . import known_digests
 from .client import OCI_MANIFEST, Progress, RegistryClient
 from .reference import Reference
-from .streams import READ_SIZE, sha256_digest
+from .streams import READ_SIZE
 
 TITLE = "org.opencontainers.image.title"
 EMPTY_CONFIG = b"{}"
@@ -69,7 +70,7 @@ def build_manifest(kind: ArtifactKind, layer_digest: str, layer_size: int, title
     manifest: dict[str, object] = {
         "schemaVersion": 2,
         "mediaType": OCI_MANIFEST,
-        "config": {"mediaType": kind.config_type, "digest": sha256_digest(EMPTY_CONFIG), "size": len(EMPTY_CONFIG)},
+        "config": {"mediaType": kind.config_type, "digest": of_bytes(EMPTY_CONFIG), "size": len(EMPTY_CONFIG)},
         "layers": [{"mediaType": kind.layer_type, "digest": layer_digest, "size": layer_size,
                     "annotations": {TITLE: title}}],
     }
@@ -94,7 +95,7 @@ def push_artifact(client: RegistryClient, ref: Reference, path: Path, annotation
     kind = detect_kind(path)
     size = path.stat().st_size
     repo = ref.repository
-    uploaded = client.upload_blob(repo, io.BytesIO(EMPTY_CONFIG), sha256_digest(EMPTY_CONFIG), len(EMPTY_CONFIG))
+    uploaded = client.upload_blob(repo, io.BytesIO(EMPTY_CONFIG), of_bytes(EMPTY_CONFIG), len(EMPTY_CONFIG))
     digest = known_digests.lookup(path)
     if digest is not None:
         uploaded += client.upload_blob(repo, path, digest, size, progress=progress)

@@ -3,6 +3,11 @@
 Transport: TLS verified by default (``ca_file`` for a private CA). ``insecure=True`` skips verification and
 allows plain http; loopback hosts (127.0.0.1, localhost) may also fall back to plain http when the server
 does not speak TLS. Credentials and tokens never appear in messages (see :mod:`.tokens`).
+
+Credentials go only to the registry's own origin (scheme, host and port of its API): an upload ``Location``
+or any other URL the registry names on another origin is sent without ``Authorization`` (a hostile or
+misconfigured registry cannot collect the password or token that way), and redirects on the way are
+stripped of it by ``requests`` as well.
 """
 
 from __future__ import annotations
@@ -14,15 +19,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
+from urllib.parse import urlsplit
 
 import requests
 import urllib3
 
 from ..errors import ConfigError, IntegrityError, RegistryError
+from ..oci.digest import VerifyingReader, of_bytes, parse_digest, verify_bytes
 from ..process import redact
 from . import auth as auth_mod
 from .reference import Reference, is_loopback, parse
-from .streams import LimitedReader, VerifyingReader, sha256_digest
+from .streams import LimitedReader
 from .tokens import Authenticator, scope_for
 
 log = logging.getLogger("ckit.registry")
@@ -73,7 +80,7 @@ class RegistryClient:
         self.session.headers["User-Agent"] = "ckit"
         if credentials is AUTO:
             credentials = auth_mod.resolve(host)
-        self.auth = Authenticator(host, self.session, credentials, verify=self.verify)
+        self.auth = Authenticator(host, self.session, credentials, verify=self.verify, insecure=insecure)
         self._base: str | None = None
         if insecure:
             urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
@@ -126,21 +133,32 @@ class RegistryClient:
             return self._base
         raise RegistryError(f"cannot reach registry {self.host}")
 
+    def owns(self, url: str) -> bool:
+        """``url`` is on the registry's own origin (scheme, host, port), where its credentials may go."""
+        def origin(text: str) -> tuple[str, str, int | None]:
+            parts = urlsplit(text)
+            default = {"http": 80, "https": 443}.get(parts.scheme)
+            return parts.scheme, (parts.hostname or "").lower(), parts.port or default
+        return origin(url) == origin(self.base_url())
+
     def request(self, method: str, path: str, scopes: Sequence[str], *, ok: Sequence[int] = (200,),
                 headers: dict[str, str] | None = None, body: Callable[[], Any] | None = None,
                 params: dict[str, str] | None = None, stream: bool = False, what: str = "") -> requests.Response:
         """Send a request with auth; retry after a 401 once the challenge is answered. ``body`` makes a
-        fresh request body for each attempt."""
+        fresh request body for each attempt. A URL on another origin gets no credentials."""
         url = path if path.startswith(("http://", "https://")) else self.base_url() + path
+        own = self.owns(url)
+        if not own:
+            log.debug("%s %s is not on %s: sent without credentials", method, url.split("?")[0], self._base)
         for _attempt in range(3):
-            auth_headers = self.auth.headers(scopes)
+            auth_headers = self.auth.headers(scopes) if own else {}
             try:
                 response = self.session.request(
                     method, url, headers={**(headers or {}), **auth_headers}, data=body() if body else None,
                     params=params, stream=stream, verify=self.verify, timeout=(30, 300))
             except requests.RequestException as err:
                 raise self._unreachable(url.split("?")[0], err) from err
-            if response.status_code != 401:
+            if response.status_code != 401 or not own:
                 break
             response.close()
             self.auth.on_unauthorized(response, scopes, sent_auth=bool(auth_headers))
@@ -182,15 +200,21 @@ class RegistryClient:
     # -- manifests -------------------------------------------------------------------------------------
 
     def get_manifest(self, repo: str, reference: str, accept: str = ACCEPT_ALL) -> Manifest:
+        what = f"manifest {self.host}/{repo}:{reference}"
         response = self.request("GET", f"/v2/{repo}/manifests/{reference}", [scope_for(repo, "pull")],
-                                headers={"Accept": accept}, what=f"manifest {self.host}/{repo}:{reference}")
-        data = response.content
+                                headers={"Accept": accept}, stream=True, what=what)
+        try:  # read at most MAX_MANIFEST + 1 bytes, whatever the server claims or sends
+            data = response.raw.read(MAX_MANIFEST + 1, decode_content=True)
+        except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as err:
+            raise RegistryError(f"{what}: the download broke off ({err.__class__.__name__})") from err
+        finally:
+            response.close()
         if len(data) > MAX_MANIFEST:
-            raise RegistryError(f"manifest {self.host}/{repo}:{reference} is larger than {MAX_MANIFEST} bytes")
-        digest = sha256_digest(data)
-        if reference.startswith("sha256:") and digest != reference:
-            raise IntegrityError(f"manifest {self.host}/{repo}@{reference} does not match its digest "
-                                 f"(got {digest})", hint="the registry's copy is corrupt or was altered")
+            raise RegistryError(f"{what} is larger than {MAX_MANIFEST} bytes")
+        digest = of_bytes(data)
+        if ":" in reference:  # pinned by digest: any algorithm the spec allows, verified before use
+            verify_bytes(data, str(parse_digest(reference, what)), what)
+            digest = reference
         media_type = response.headers.get("Content-Type", "").split(";")[0].strip()
         if media_type not in MANIFEST_TYPES:
             media_type = json.loads(data).get("mediaType", media_type)
@@ -210,7 +234,7 @@ class RegistryClient:
         return ManifestHead(manifest.digest, manifest.media_type, len(manifest.data))
 
     def put_manifest(self, repo: str, reference: str, data: bytes, media_type: str) -> str:
-        digest = sha256_digest(data)
+        digest = of_bytes(data)
         response = self.request("PUT", f"/v2/{repo}/manifests/{reference}", [scope_for(repo, "pull,push")],
                                 ok=(201, 200), headers={"Content-Type": media_type}, body=lambda: data,
                                 what=f"push manifest {self.host}/{repo}:{reference}")
@@ -223,6 +247,7 @@ class RegistryClient:
     # -- blobs -----------------------------------------------------------------------------------------
 
     def blob_exists(self, repo: str, digest: str) -> bool:
+        parse_digest(digest, f"blob of {self.host}/{repo}")  # a digest names a URL only once it is valid
         response = self.request("HEAD", f"/v2/{repo}/blobs/{digest}", [scope_for(repo, "pull")], ok=(200, 404))
         return response.status_code == 200
 
@@ -232,6 +257,7 @@ class RegistryClient:
 
         Reading to the end, or leaving the block normally, raises IntegrityError on a mismatch.
         """
+        parse_digest(digest, f"blob of {self.host}/{repo}")
         response = self.request("GET", f"/v2/{repo}/blobs/{digest}", [scope_for(repo, "pull")], stream=True,
                                 what=f"blob {self.host}/{repo}@{digest}")
         reader = VerifyingReader(response.raw, digest, size, f"blob {digest} of {self.host}/{repo}")

@@ -17,16 +17,20 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, IntegrityError
+from ..oci.digest import of_bytes
+from ..oci.layout import Descriptor, OciLayout, descriptor, json_object
 from .artifacts import canonical_json
 from .client import DOCKER_LIST, OCI_INDEX, OCI_MANIFEST, Progress, RegistryClient
 from .reference import Reference
-from .streams import READ_SIZE, sha256_digest
+from .streams import READ_SIZE
 
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 OCI_LAYER_TAR = "application/vnd.oci.image.layer.v1.tar"
 OCI_LAYER_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
 OCI_LAYER_ZSTD = "application/vnd.oci.image.layer.v1.tar+zstd"
-REF_NAME = "org.opencontainers.image.ref.name"
+
+MAX_NESTING = 8  # an index inside an index inside …: bounded, so a self-listing index cannot loop
+MAX_CONFIG = 16 << 20
 
 Annotate = Callable[[dict[str, str]], dict[str, str]]  # image labels -> manifest annotations
 
@@ -60,67 +64,58 @@ def with_annotations(manifest: bytes, media_type: str, annotations: dict[str, st
 # -- OCI layout --------------------------------------------------------------------------------------------
 
 
-class OciLayout:
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        if not (root / "oci-layout").is_file() or not (root / "index.json").is_file():
-            raise ConfigError(f"oci:{root}: not an OCI image layout (no oci-layout/index.json)",
-                              hint="write one with `skopeo copy … oci:DIR:TAG`")
-
-    def blob_path(self, digest: str) -> Path:
-        algorithm, _, hexdigest = digest.partition(":")
-        path = self.root / "blobs" / algorithm / hexdigest
-        if not path.is_file():
-            raise ConfigError(f"oci:{self.root}: blob {digest} is missing")
-        return path
-
-    def read_blob(self, digest: str) -> bytes:
-        data = self.blob_path(digest).read_bytes()
-        if sha256_digest(data) != digest:
-            raise IntegrityError(f"oci:{self.root}: blob {digest} does not match its digest")
-        return data
-
-    def select(self, tag: str | None) -> dict[str, Any]:
-        manifests = json.loads((self.root / "index.json").read_text()).get("manifests", [])
-        if tag:
-            found = [m for m in manifests if (m.get("annotations") or {}).get(REF_NAME) == tag]
-        else:
-            found = manifests
-        if len(found) != 1:
-            names = sorted({(m.get("annotations") or {}).get(REF_NAME, m.get("digest", "")) for m in manifests})
-            what = f"tag {tag!r}" if tag else "an image (the layout holds several)"
-            raise ConfigError(f"oci:{self.root}: cannot find {what}", hint=f"write oci:{self.root}:TAG, one of: "
-                              + ", ".join(names))
-        return found[0]
+def select(layout: OciLayout, tag: str | None) -> Descriptor:
+    """The index entry tagged ``tag``, or the only entry when no tag is given."""
+    manifests = layout.manifests()
+    found = [m for m in manifests if m.ref_name == tag] if tag else manifests
+    if len(found) != 1:
+        names = sorted({m.ref_name or m.digest for m in manifests})
+        what = f"tag {tag!r}" if tag else "an image (the layout holds several)"
+        raise ConfigError(f"{layout.what}: cannot find {what}", hint=f"write {layout.what}:TAG, one of: "
+                          + ", ".join(names))
+    return found[0]
 
 
 def push_oci_layout(client: RegistryClient, ref: Reference, root: Path, tag: str | None, annotate: Annotate,
                     progress: Progress | None = None) -> ImagePushResult:
-    layout = OciLayout(root)
+    layout = OciLayout(root, f"oci:{root}")
     counter = [0, 0]
     labels: dict[str, str] = {}
 
-    def push_manifest(desc: dict[str, Any], reference: str, top: bool) -> str:
-        data = layout.read_blob(desc["digest"])
-        body = json.loads(data)
-        media_type = desc.get("mediaType") or body.get("mediaType", OCI_MANIFEST)
+    def push_manifest(desc: Descriptor, reference: str, top: bool, depth: int = 0) -> str:
+        if depth > MAX_NESTING:
+            raise IntegrityError(f"{layout.what}: image indexes nest deeper than {MAX_NESTING} levels")
+        data = layout.read_blob(desc)
+        body = json_object(data, f"{layout.what}: manifest {desc.digest}")
+        media_type = desc.media_type or str(body.get("mediaType") or OCI_MANIFEST)
         if media_type in (OCI_INDEX, DOCKER_LIST):
-            for child in body.get("manifests", []):
-                push_manifest(child, child["digest"], top=False)
+            for n, child in enumerate(_list(body, "manifests", layout.what)):
+                item = descriptor(child, f"{layout.what}: manifests[{n}] of {desc.digest}")
+                push_manifest(item, item.digest, top=False, depth=depth + 1)
         else:
-            config = body["config"]
+            config = descriptor(body.get("config"), f"{layout.what}: config of {desc.digest}")
+            layers = [descriptor(x, f"{layout.what}: layers[{n}] of {desc.digest}")
+                      for n, x in enumerate(_list(body, "layers", layout.what))]
             if top:
-                labels.update(_labels(layout.read_blob(config["digest"])))
-            for blob in [config, *body.get("layers", [])]:
-                counter[0] += int(blob["size"])
-                counter[1] += client.upload_blob(ref.repository, layout.blob_path(blob["digest"]), blob["digest"],
-                                                 int(blob["size"]), progress=progress)
+                labels.update(_labels(layout.read_blob(config, limit=MAX_CONFIG)))
+            for blob in [config, *layers]:
+                counter[0] += blob.size
+                with layout.open_blob(blob.digest) as handle:  # a regular file inside the layout, never a link
+                    counter[1] += client.upload_blob(ref.repository, handle, blob.digest, blob.size,
+                                                     progress=progress)
         if top:
             data = with_annotations(data, media_type, annotate(labels))
         return client.put_manifest(ref.repository, reference, data, media_type)
 
-    digest = push_manifest(layout.select(tag), ref.tag or ref.reference, top=True)
+    digest = push_manifest(select(layout, tag), ref.tag or ref.reference, top=True)
     return ImagePushResult(str(ref.with_digest(digest)), digest, counter[0], counter[1], labels)
+
+
+def _list(body: dict[str, Any], key: str, what: str) -> list[Any]:
+    value = body.get(key) or []
+    if not isinstance(value, list):
+        raise IntegrityError(f"{what}: {key} must be a list")
+    return value
 
 
 # -- docker archive --------------------------------------------------------------------------------------
@@ -163,7 +158,7 @@ def push_docker_archive(client: RegistryClient, ref: Reference, path: Path, anno
             raise ConfigError(f"docker-archive:{path}: holds {len(entries)} images; ckit pushes one")
         entry = entries[0]
         config_bytes = archive.extractfile(entry["Config"]).read()  # type: ignore[union-attr]
-        config_digest = sha256_digest(config_bytes)
+        config_digest = of_bytes(config_bytes)
         uploaded = client.upload_blob(ref.repository, io.BytesIO(config_bytes), config_digest, len(config_bytes))
         layers = []
         total = len(config_bytes)

@@ -1,4 +1,7 @@
-"""File-like helpers for blob transfers: a sha256-verifying reader and a length-limited body with progress."""
+"""File-like helpers for blob uploads: a length-limited body with progress, and a file hashed as it is sent.
+
+The verifying reader for downloads is :class:`buildkit.oci.digest.VerifyingReader`.
+"""
 
 from __future__ import annotations
 
@@ -13,56 +16,6 @@ READ_SIZE = 1 << 20
 
 class _Readable(Protocol):
     def read(self, amt: int = ..., /) -> bytes: ...
-
-
-def sha256_digest(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-class VerifyingReader:
-    """Reads from ``raw`` and checks the sha256 digest (and the size, when known) at the end of the data."""
-
-    def __init__(self, raw: _Readable, digest: str, size: int | None, what: str) -> None:
-        algorithm, _, self.expected = digest.partition(":")
-        if algorithm != "sha256":
-            raise IntegrityError(f"{what}: unsupported digest algorithm {algorithm!r}")
-        self.raw = raw
-        self.digest = digest
-        self.size = size
-        self.what = what
-        self.read_bytes = 0
-        self.verified = False
-        self._hash = hashlib.sha256()
-
-    def read(self, amt: int | None = -1) -> bytes:
-        if self.verified or amt == 0:
-            return b""
-        whole = amt is None or amt < 0
-        data = self.raw.read(None if whole else amt)
-        if not data:
-            self._check()
-            return b""
-        self._hash.update(data)
-        self.read_bytes += len(data)
-        if self.size is not None and self.read_bytes > self.size:
-            raise IntegrityError(f"{self.what} is larger than the {self.size} bytes its manifest says",
-                                 hint="the registry's copy is corrupt or was altered; nothing was written")
-        if whole:
-            self._check()
-        return data
-
-    def drain(self) -> None:
-        while self.read(READ_SIZE):
-            pass
-
-    def _check(self) -> None:
-        got = self._hash.hexdigest()
-        if got != self.expected:
-            raise IntegrityError(f"{self.what} does not match its digest (got sha256:{got})",
-                                 hint="the registry's copy is corrupt or was altered; nothing was written")
-        if self.size is not None and self.read_bytes != self.size:
-            raise IntegrityError(f"{self.what} has {self.read_bytes} bytes, its manifest says {self.size}")
-        self.verified = True
 
 
 class LimitedReader:

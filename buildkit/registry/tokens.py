@@ -3,6 +3,9 @@
 Implements the distribution token protocol: on a 401 the registry names a scheme; for ``Bearer`` it also
 names a token ``realm``, a ``service`` and the ``scope`` it wants. ckit fetches a token from the realm
 (with Basic credentials when it has them) and caches it per (realm, service, scope) until it expires.
+
+Credentials go to a token realm only over https, or to a loopback realm, or (with ``--insecure``) to a realm on
+the registry's own host: a registry cannot send a user's password in clear text to a host of its choosing.
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import requests
 
 from ..errors import RegistryError
 from .auth import Credentials
+from .reference import is_loopback
 
 log = logging.getLogger("ckit.registry")
 
@@ -71,11 +76,13 @@ class Authenticator:
     """
 
     def __init__(self, host: str, session: requests.Session, credentials: Credentials | None, *,
-                 verify: bool | str = True, clock: Callable[[], float] = time.monotonic) -> None:
+                 verify: bool | str = True, insecure: bool = False,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.host = host
         self.session = session
         self.credentials = credentials
         self.verify = verify
+        self.insecure = insecure
         self.clock = clock
         self.challenge: Challenge | None = None
         self._lock = threading.RLock()
@@ -157,6 +164,17 @@ class Authenticator:
             log.debug("cached token for %s rejected; fetching a new one", " ".join(scopes))
         self.learn(response)
 
+    def _check_realm(self, realm: str) -> None:
+        """Refuse to send credentials to a realm in clear text on another host."""
+        parts = urlsplit(realm)
+        netloc = parts.netloc.rpartition("@")[2]
+        same_host = (parts.hostname or "").lower() == (urlsplit(f"//{self.host}").hostname or "").lower()
+        if parts.scheme == "https" or is_loopback(netloc) or (self.insecure and same_host):
+            return
+        raise RegistryError(f"registry {self.host} names the token server {parts.scheme}://{netloc}, which is "
+                            "neither https nor this registry's host: ckit does not send credentials there",
+                            hint="the registry's auth realm must use https; check its configuration")
+
     def _needs_login(self) -> RegistryError:
         return RegistryError(f"registry {self.host} requires authentication",
                              hint=f"run `ckit login {self.host}` or set CKIT_REGISTRY_USER and "
@@ -177,6 +195,8 @@ class Authenticator:
         if self.challenge.params.get("service"):
             params.append(("service", self.challenge.params["service"]))
         params += [("scope", s) for s in scopes]
+        if self.credentials:
+            self._check_realm(realm)
         auth = None
         if self.credentials and not self.credentials.is_identity_token:
             auth = (self.credentials.username, self.credentials.password)

@@ -16,7 +16,8 @@ from buildkit.registry.images import with_annotations
 from buildkit.registry.lock import lock_data, render
 from buildkit.registry.reference import parse
 from buildkit.registry.stage import copy_verified, expand_dir, stage_dir
-from buildkit.registry.streams import LimitedReader, VerifyingReader
+from buildkit.oci.digest import VerifyingReader
+from buildkit.registry.streams import LimitedReader
 
 DATA = b"ckit blob " * 1000
 DIGEST = "sha256:" + hashlib.sha256(DATA).hexdigest()
@@ -30,7 +31,7 @@ def test_verifying_reader_accepts_the_right_bytes_in_pieces() -> None:
 
 @pytest.mark.parametrize(("data", "size", "message"), [
     (DATA[:-1] + b"!", len(DATA), "blob x does not match its digest (got sha256:"),
-    (DATA + b"more", len(DATA), "blob x is larger than the 10000 bytes its manifest says"),
+    (DATA + b"more", len(DATA), "blob x is larger than the 10000 bytes its descriptor says"),
     (DATA[:-10], len(DATA), "does not match its digest"),
 ])
 def test_verifying_reader_raises_integrity_error(data: bytes, size: int, message: str) -> None:

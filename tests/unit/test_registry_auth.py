@@ -118,3 +118,51 @@ def test_basic_challenge_then_header_then_rejection() -> None:
         authenticator.on_unauthorized(_response(401, 'Basic realm="x"'), [], sent_auth=True)
     assert "pw" not in str(err.value).replace("password", "")
     assert str(err.value).startswith("registry r.io rejected the credentials of user 'u' (from test)")
+
+
+class _RecordingSession(requests.Session):
+    """Records token requests instead of sending them; answers with a token."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, object]] = []
+
+    def get(self, url, **kwargs):  # type: ignore[no-untyped-def, override]
+        self.calls.append((url, kwargs.get("auth")))
+        response = requests.Response()
+        response.status_code = 200
+        response._content = b'{"token": "t0k3n", "expires_in": 300}'
+        return response
+
+
+@pytest.mark.parametrize("realm, host, insecure, allowed", [
+    ("https://auth.example.org/token", "r.io", False, True),  # https: anywhere
+    ("http://127.0.0.1:9999/token", "r.io", False, True),  # loopback
+    ("http://localhost/token", "r.io", False, True),
+    ("http://auth.example.org/token", "r.io", False, False),  # clear text to another host: never
+    ("http://r.io:5000/token", "r.io:5000", True, True),  # --insecure: the registry's own host
+    ("http://r.io:5000/token", "r.io:5000", False, False),
+    ("http://evil.example.org/token", "r.io", True, False),  # --insecure does not extend to other hosts
+])
+def test_credentials_reach_a_token_realm_only_over_https_or_loopback(realm: str, host: str, insecure: bool,
+                                                                     allowed: bool) -> None:
+    session = _RecordingSession()
+    creds = auth.Credentials("alice", "s3cret", source="test")
+    authenticator = Authenticator(host, session, creds, insecure=insecure)
+    authenticator.on_unauthorized(_response(401, f'Bearer realm="{realm}",service="r"'), [], sent_auth=False)
+    if allowed:
+        assert authenticator.headers(["repository:a:pull"]) == {"Authorization": "Bearer t0k3n"}
+        assert session.calls == [(realm, ("alice", "s3cret"))]
+        return
+    with pytest.raises(RegistryError) as err:
+        authenticator.headers(["repository:a:pull"])
+    assert "does not send credentials there" in str(err.value) and "s3cret" not in str(err.value)
+    assert session.calls == []
+
+
+def test_anonymous_token_requests_may_use_any_realm() -> None:
+    session = _RecordingSession()
+    authenticator = Authenticator("r.io", session, None)
+    authenticator.on_unauthorized(_response(401, 'Bearer realm="http://auth.example.org/t"'), [], sent_auth=False)
+    assert authenticator.headers(["repository:a:pull"]) == {"Authorization": "Bearer t0k3n"}
+    assert session.calls == [("http://auth.example.org/t", None)]
