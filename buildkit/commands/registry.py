@@ -104,20 +104,25 @@ def push(
         "--annotation", metavar="KEY=VALUE", help="Extra manifest annotation (repeatable; OCI manifests).")] = None,
     insecure: InsecureOpt = False,
     ca_file: CaFileOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be pushed; contact no registry.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Push an image, a .sif or a .sqsh to an OCI registry through ckit's own client (blobs it already has are
     not sent again; plain image layers are gzip-compressed, the same bytes every time)."""
     from ..registry.client import RegistryClient
-    from ..registry.push import PushOptions
-    from ..registry.push import push as do_push
+    from ..registry.push import PushOptions, execute
+    from ..registry.push_plan import plan
 
     target = parse(ref)
     parameters = _parameters(sets) if sets else None
     options = PushOptions(stack, parameters, source_digest, notes.parse_pairs(annotation), image_format)
+    planned = plan(source, target, image_format, options.sets)
+    if dry_run:
+        _show_plan(planned, as_json)
+        return
     client = RegistryClient.for_reference(target, insecure=insecure, ca_file=ca_file)
-    with _bar(f"push {Path(source).name}", None) as bar:
-        outcome = do_push(client, source, target, options, bar, bar.total)
+    with _bar(f"push {Path(source).name}", planned.size) as bar:
+        outcome = execute(client, planned, target, options, bar, bar.total)
     for note in outcome.notes:
         warn(note)
     if as_json:
@@ -126,6 +131,18 @@ def push(
     info(f"pushed {outcome.kind} {outcome.reference} ({outcome.size} bytes, {outcome.uploaded_bytes} bytes "
          f"uploaded, {outcome.media_type})")
     typer.echo(outcome.reference)
+
+
+def _show_plan(planned, as_json: bool) -> None:  # type: ignore[no-untyped-def]
+    if as_json:
+        emit_json({"dry_run": True, **planned.as_json()})
+        return
+    lines = [f"would push {planned.kind} {planned.source} to {planned.reference}",
+             f"  manifest: {planned.media_type or 'each as the layout has it'}"]
+    if planned.engine_image:
+        lines.append(f"  engine image: {planned.engine_image} (read out of the engine with a save)")
+    lines += [f"  {x['what']}: {x.get('size', '?')} bytes, {x['action']}" for x in planned.layers]
+    typer.echo("\n".join(lines))
 
 
 def _parameters(sets: list[str]) -> dict[str, dict[str, str]]:

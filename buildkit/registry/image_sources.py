@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from ..errors import ConfigError, IntegrityError
 from ..oci.layout import MAX_JSON, Descriptor, descriptor, json_object
+from ..oci.sources import SourceSpec
 from .client import DOCKER_LIST, OCI_INDEX, OCI_MANIFEST, RegistryClient
 from .images import ImageInput, Pushed, compression_of, format_of, index_manifest, push_image
 from .layers import LayerSource, Uploader, sniff
@@ -34,6 +35,15 @@ class Layout(Protocol):
     def manifests(self) -> list[Descriptor]: ...
     def read_blob(self, desc: Descriptor, limit: int = ...) -> bytes: ...
     def blob_range(self, digest: str) -> tuple[Path, int, int]: ...
+
+
+def open_layout(spec: SourceSpec) -> Layout:
+    """The layout an ``oci:`` (folder) or ``oci-archive:`` (tar) SOURCE names."""
+    from ..oci.archive import OciArchive
+    from ..oci.layout import OciLayout
+
+    path = spec.path or Path()
+    return OciArchive(path, spec.text) if spec.form == "oci-archive" else OciLayout(path, spec.text)
 
 
 def from_docker_archive(path: Path, ref: str | None, what: str) -> ImageInput:

@@ -11,7 +11,7 @@
 The engine never pushes: its own push would need the registry in ``registries.conf`` for plain http, and its
 own credentials. Through ckit's client every source gets the same auth, http-on-loopback, ``--insecure`` and
 ``--ca-file`` rules. ``--format docker|oci`` overrides the manifest type of images (SOURCE grammar:
-:mod:`buildkit.oci.sources`).
+:mod:`buildkit.oci.sources`). Plan (:mod:`.push_plan`, what ``--dry-run`` prints), then execute.
 """
 
 from __future__ import annotations
@@ -23,14 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
-from ..oci.sources import SourceSpec, form_of, parse_spec, syntaxes
 from ..store import default_root
 from . import annotations as notes
 from .artifacts import push_artifact
 from .client import Progress, RegistryClient
-from .images import ImageInput, Pushed, check_format, push_image
+from .images import ImageInput, Pushed, push_image
 from .layers import Uploader
+from .push_plan import PushPlan, plan
 from .reference import Reference
 
 
@@ -46,6 +45,10 @@ class PushOptions:
     def annotated(self) -> bool:
         """The user asked for annotations (which only an OCI manifest can carry)."""
         return bool(self.stack or self.parameters or self.source_digest or self.extra)
+
+    @property
+    def sets(self) -> list[str]:
+        return [f"{layer}.{k}={v}" for layer, values in (self.parameters or {}).items() for k, v in values.items()]
 
 
 @dataclass(frozen=True)
@@ -72,36 +75,21 @@ Annotate = Callable[[ImageInput | None], dict[str, str]]
 
 def push(client: RegistryClient, source: str, ref: Reference, options: PushOptions,
          progress: Progress | None = None, total: Total | None = None) -> PushOutcome:
-    check_format(options.format)
-    if form_of(source) is not None:
-        return push_image_source(client, parse_spec(source), ref, options, progress, total)
-    path = Path(source)
-    if path.is_file():
-        return _push_file(client, path, ref, options, progress, total)
-    if _is_stack(source):
-        image = _stack_image(source, options)
-        spec = SourceSpec("docker-daemon", source, ref=image)
-        return push_image_source(client, spec, ref, options, progress, total)
-    raise ConfigError(f"push source {source!r} is neither a file, a stack nor an image source",
-                      hint="give a .sif/.sqsh file, a stack name (see `ckit recipes`), or one of: "
-                           + ", ".join(s for s in syntaxes() if not s.startswith("docker://")))
+    return execute(client, plan(source, ref, options.format, options.sets), ref, options, progress, total)
 
 
-def _push_file(client: RegistryClient, path: Path, ref: Reference, options: PushOptions,
-               progress: Progress | None, total: Total | None) -> PushOutcome:
-    from .artifacts import detect_kind
-
-    if options.format == "docker":
-        raise ConfigError(f"--format docker: {path} is pushed as an ORAS artifact, which is always OCI",
-                          hint="drop --format for .sif and .sqsh files")
-    kind = detect_kind(path)
-    values = notes.for_artifact(path, kind.name, stack=options.stack, parameters=options.parameters,
-                                source_digest=options.source_digest, extra=options.extra)
-    if total:
-        total(path.stat().st_size)
-    pushed = push_artifact(client, ref, path, values, progress)
-    return PushOutcome(str(path), pushed.reference, pushed.digest, pushed.kind, pushed.size,
-                       pushed.uploaded_bytes, values, pushed.media_type)
+def execute(client: RegistryClient, planned: PushPlan, ref: Reference, options: PushOptions,
+            progress: Progress | None = None, total: Total | None = None) -> PushOutcome:
+    if total and planned.size:
+        total(planned.size)
+    if planned.spec is None:  # a .sif / .sqsh file
+        path = Path(planned.source)
+        values = notes.for_artifact(path, planned.kind, stack=options.stack, parameters=options.parameters,
+                                    source_digest=options.source_digest, extra=options.extra)
+        pushed = push_artifact(client, ref, path, values, progress)
+        return PushOutcome(str(path), pushed.reference, pushed.digest, pushed.kind, pushed.size,
+                           pushed.uploaded_bytes, values, pushed.media_type)
+    return _push_image(client, planned, ref, options, progress, total)
 
 
 @contextmanager
@@ -113,12 +101,8 @@ def _spool() -> Iterator[Path]:
         yield Path(folder)
 
 
-def push_image_source(client: RegistryClient, spec: SourceSpec, ref: Reference, options: PushOptions,
-                      progress: Progress | None = None, total: Total | None = None) -> PushOutcome:
-    """Push an image SOURCE (any form but ``docker://``) through ckit's client."""
-    if spec.form == "docker":
-        raise ConfigError(f"{spec.text}: ckit pushes local images; a registry-to-registry copy is not one",
-                          hint=f"copy it with `skopeo copy {spec.text} docker://{ref}`")
+def _push_image(client: RegistryClient, planned: PushPlan, ref: Reference, options: PushOptions,
+                progress: Progress | None, total: Total | None) -> PushOutcome:
     recorded: dict[str, str] = {}
 
     def annotate(image: ImageInput | None) -> dict[str, str]:
@@ -131,7 +115,7 @@ def push_image_source(client: RegistryClient, spec: SourceSpec, ref: Reference, 
     with _spool() as spool:
         uploader = Uploader(client, ref.repository, spool, progress)
         try:
-            pushed = _READERS[spec.form](client, spec, ref, options.format, uploader, annotate, spool, total)
+            pushed = _read_and_push(client, planned, ref, options.format, uploader, annotate, spool, total)
             sent = uploader.finish()
         except BaseException:
             uploader.abort()
@@ -141,73 +125,27 @@ def push_image_source(client: RegistryClient, spec: SourceSpec, ref: Reference, 
     if not kept and options.annotated:
         said.append("a Docker schema 2 manifest carries no annotations: --stack/--set/--source-digest/--annotation "
                     "were not recorded (push with --format oci to record them)")
-    return PushOutcome(spec.text, str(ref.with_digest(pushed.digest)), pushed.digest, "image", pushed.size, sent,
-                       kept, pushed.media_type, said)
+    return PushOutcome(planned.source, str(ref.with_digest(pushed.digest)), pushed.digest, "image", pushed.size,
+                       sent, kept, pushed.media_type, said)
 
 
-def _tell(total: Total | None, image: Any) -> None:
-    if total:
-        total(len(image.config) + sum(layer.size for layer in image.layers))
+def _read_and_push(client: RegistryClient, planned: PushPlan, ref: Reference, fmt: str | None, uploader: Uploader,
+                   annotate: Annotate, spool: Path, total: Total | None) -> Pushed:
+    """Read the image out of its source (an engine's image through its save stream) and push it."""
+    from .image_sources import LayoutPush, from_docker_archive, open_layout
 
+    spec = planned.spec
+    assert spec is not None  # noqa: S101 - files are pushed by execute()
+    reference = ref.tag or ref.reference
+    if spec.form in ("oci", "oci-archive"):
+        return LayoutPush(client, ref.repository, open_layout(spec), fmt, uploader, annotate).run(spec.ref, reference)
+    if spec.form == "docker-daemon":
+        from ..image.source import DaemonSource
 
-def _from_archive(client: RegistryClient, spec: SourceSpec, ref: Reference, fmt: str | None, uploader: Uploader,
-                  annotate: Annotate, spool: Path, total: Total | None) -> Pushed:
-    from .image_sources import from_docker_archive
-
-    if spec.path is None or not spec.path.is_file():
-        raise ConfigError(f"{spec.text}: no such file", hint="give the path of a `docker save` archive")
-    image = from_docker_archive(spec.path, spec.ref, spec.text)
-    _tell(total, image)
-    return push_image(client, ref.repository, ref.tag or ref.reference, image, fmt, uploader, annotate(image))
-
-
-def _from_daemon(client: RegistryClient, spec: SourceSpec, ref: Reference, fmt: str | None, uploader: Uploader,
-                 annotate: Annotate, spool: Path, total: Total | None) -> Pushed:
-    """The engine's image, read out of the engine as a save stream into the spool, then pushed as an archive."""
-    from ..image.source import DaemonSource
-    from .image_sources import from_docker_archive
-
-    archive = DaemonSource(spec.text, spec.ref or "").spool(spool)
-    image = from_docker_archive(archive.path, None, spec.text)
-    _tell(total, image)
-    return push_image(client, ref.repository, ref.tag or ref.reference, image, fmt, uploader, annotate(image))
-
-
-def _from_layout(client: RegistryClient, spec: SourceSpec, ref: Reference, fmt: str | None, uploader: Uploader,
-                 annotate: Annotate, spool: Path, total: Total | None) -> Pushed:
-    from ..oci.archive import OciArchive
-    from ..oci.layout import OciLayout
-    from .image_sources import LayoutPush
-
-    path = spec.path or Path()
-    layout = OciArchive(path, spec.text) if spec.form == "oci-archive" else OciLayout(path, spec.text)
-    return LayoutPush(client, ref.repository, layout, fmt, uploader, annotate).run(spec.ref, ref.tag or ref.reference)
-
-
-# How each form of the SOURCE grammar is pushed, by the form's name.
-_READERS = {"docker-archive": _from_archive, "docker-daemon": _from_daemon, "oci": _from_layout,
-            "oci-archive": _from_layout}
-
-
-def _catalog():  # type: ignore[no-untyped-def]
-    from ..recipe.catalog import Catalog
-
-    return Catalog.from_settings()
-
-
-def _is_stack(name: str) -> bool:
-    return name in _catalog().stack_names()
-
-
-def _stack_image(stack: str, options: PushOptions) -> str:
-    """The engine's image of the stack's current build (its fingerprint), or a ConfigError saying how to build it."""
-    sets = [f"{layer}.{k}={v}" for layer, values in (options.parameters or {}).items() for k, v in values.items()]
-    fingerprint = _catalog().resolve(stack, sets=sets).fingerprint
-    from .engine_images import stack_image
-
-    image = stack_image(fingerprint)
-    if image is None:
-        again = " ".join(["ckit build", stack, *(f"--set {s}" for s in sets)])
-        raise ConfigError(f"stack {stack} has no build in the engine (fingerprint {fingerprint[:12]})",
-                          hint=f"run `{again}` first")
-    return image
+        archive = DaemonSource(spec.text, spec.ref or "").spool(spool, progress=uploader.progress)
+        image = from_docker_archive(archive.path, None, planned.source)
+        if total:  # the save stream read so far, then the layers to compress
+            total(archive.path.stat().st_size + len(image.config) + sum(layer.size for layer in image.layers))
+    else:
+        image = from_docker_archive(spec.path or Path(), spec.ref, spec.text)
+    return push_image(client, ref.repository, reference, image, fmt, uploader, annotate(image))

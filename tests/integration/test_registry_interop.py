@@ -205,3 +205,19 @@ def test_pull_to_sqsh_converts_an_image_podman_pushed(registry, podman, busybox_
     listing = subprocess.run(["unsquashfs", "-l", str(path)], capture_output=True, text=True,  # noqa: S603,S607
                              check=True).stdout
     assert "squashfs-root/bin/busybox" in listing
+
+
+def test_push_dry_run_shows_the_plan_and_contacts_no_registry(podman, busybox_image, tmp_path: Path) -> None:
+    archive = _save_archive(busybox_image, tmp_path / "busybox.tar")
+    nowhere = "127.0.0.1:5999/team/app:1"  # nothing listens there
+    shown = ckit("push", f"docker-archive:{archive}", nowhere, "--dry-run", "--json")
+    assert shown.returncode == 0, shown.stderr
+    planned = json.loads(shown.stdout)
+    assert planned["dry_run"] and planned["media_type"] == "application/vnd.docker.distribution.manifest.v2+json"
+    assert [x["action"] for x in planned["layers"]] == ["gzip, then send"]
+    engine = json.loads(ckit("push", f"docker-daemon:{busybox_image}", nowhere, "--format", "oci", "--dry-run",
+                             "--json").stdout)
+    assert engine["engine_image"] == docker.from_env().images.get(busybox_image).id
+    assert engine["media_type"] == OCI_MANIFEST
+    text = ckit("push", f"docker-archive:{archive}", nowhere, "--dry-run")
+    assert text.stdout.splitlines()[0] == f"would push docker-archive docker-archive:{archive} to {nowhere}"

@@ -16,7 +16,7 @@ from buildkit.image.oci_archive_source import OciArchiveSource
 from buildkit.image.source import READERS, DockerArchiveSource, OciLayoutSource, parse_source
 from buildkit.oci.archive import OciArchive, RangeFile
 from buildkit.oci.sources import FORMS, form_of, parse_spec
-from buildkit.registry.push import _READERS as PUSHERS
+from buildkit.registry.push_plan import PUSHED_FORMS
 
 
 @pytest.mark.parametrize(("text", "form", "path", "ref"), [
@@ -53,7 +53,7 @@ def test_bad_sources_are_bad_input_naming_the_forms() -> None:
 
 def test_every_form_has_a_reader_and_a_pusher_by_name() -> None:
     assert set(READERS) == set(FORMS)
-    assert set(PUSHERS) == set(FORMS) - {"docker"}  # a registry-to-registry copy is skopeo's job
+    assert set(PUSHED_FORMS) == set(FORMS) - {"docker"}  # a registry-to-registry copy is skopeo's job
     assert tuple(f.syntax for f in FORMS.values()) == SOURCE_FORMS
     assert "oci-archive:PATH[:TAG]" in SOURCE_FORMS
 
