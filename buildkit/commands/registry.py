@@ -171,7 +171,7 @@ def pull(
 
     if to not in (None, "sif", "sqsh"):
         raise ConfigError(f"--to {to!r}: expected sif or sqsh")
-    target = parse(ref)
+    target = parse(_registry_ref(ref))
     client = RegistryClient.for_reference(target, insecure=insecure, ca_file=ca_file)
     planned = pulling.plan(client, target, to)
     if planned.kind is None:  # the conversion shows its own progress
@@ -184,6 +184,19 @@ def pull(
         return
     info(f"pulled {result['reference']} ({result['size']} bytes, {result['kind']} {result['digest']})")
     typer.echo(result["path"])
+
+
+def _registry_ref(text: str) -> str:
+    """A pull names a registry image: ``REF`` or, in the SOURCE grammar, ``docker://REF``; other forms are local."""
+    from ..oci.sources import form_of, parse_spec
+
+    form = form_of(text)
+    if form is None:
+        return text
+    if form.name != "docker":
+        raise ConfigError(f"{text!r} is a local image source; ckit pull reads a registry",
+                          hint=f"convert it with `ckit convert {text} --to sif|sqsh`")
+    return parse_spec(text).ref or ""
 
 
 @app.command("logout")

@@ -19,8 +19,9 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from ..errors import IntegrityError
+from ..errors import IntegrityError, Interrupted
 from ..oci.archive import RangeFile
 from ..oci.digest import parse_digest
 from . import known_digests
@@ -79,6 +80,7 @@ class Uploader:
         self.started: dict[str, Future[int]] = {}
         self.lock = threading.Lock()
         self.count = 0
+        self.stop = threading.Event()  # set on abort: uploads under way end at their next read
 
     def _advance(self, n: int) -> None:
         if self.progress:
@@ -89,7 +91,7 @@ class Uploader:
         def run() -> int:
             try:
                 with opener() as stream:  # type: ignore[attr-defined]
-                    return self.client.upload_blob(self.repo, stream, digest, size,
+                    return self.client.upload_blob(self.repo, _Stoppable(stream, self.stop), digest, size,
                                                    progress=self._advance if report else None)
             finally:
                 if cleanup is not None:
@@ -162,4 +164,28 @@ class Uploader:
             self.pool.shutdown(wait=True, cancel_futures=True)
 
     def abort(self) -> None:
+        """Stop: queued uploads are dropped, running ones fail at their next read (Ctrl-C does not wait for
+        gigabytes to finish uploading)."""
+        self.stop.set()
         self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _Stoppable:
+    """A blob's stream that fails its next read once ``stop`` is set."""
+
+    def __init__(self, stream: Any, stop: threading.Event) -> None:
+        self.stream, self.stop = stream, stop
+
+    def read(self, amt: int = -1) -> bytes:
+        if self.stop.is_set():
+            raise Interrupted("push stopped")
+        return self.stream.read(amt)
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        return self.stream.seek(pos, whence)
+
+    def tell(self) -> int:
+        return self.stream.tell()
+
+    def seekable(self) -> bool:
+        return self.stream.seekable()

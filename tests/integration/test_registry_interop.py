@@ -10,7 +10,9 @@ from pathlib import Path
 
 import docker
 import oras.client
+import pytest
 
+from buildkit.errors import RegistryError
 from buildkit.registry.artifacts import SIF
 from buildkit.registry.client import OCI_MANIFEST, RegistryClient
 from buildkit.registry.reference import parse
@@ -221,3 +223,23 @@ def test_push_dry_run_shows_the_plan_and_contacts_no_registry(podman, busybox_im
     assert engine["media_type"] == OCI_MANIFEST
     text = ckit("push", f"docker-archive:{archive}", nowhere, "--dry-run")
     assert text.stdout.splitlines()[0] == f"would push docker-archive docker-archive:{archive} to {nowhere}"
+
+
+def test_a_layer_that_does_not_match_its_diff_id_is_never_pushed(registry, podman, busybox_image,
+                                                                 tmp_path: Path) -> None:
+    """The archive's layer is altered in place (same size): compressing it checks the config's diff_id first."""
+    archive = _save_archive(busybox_image, tmp_path / "busybox.tar")
+    with tarfile.open(archive) as tar:
+        layer = next(m for m in tar if m.isfile() and m.name.endswith(".tar"))
+    with archive.open("r+b") as f:
+        f.seek(layer.offset_data + layer.size // 2)
+        byte = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    ref = f"{registry.host}/{unique_repo()}:tampered"
+    pushed = ckit("push", f"docker-archive:{archive}", ref, env={"CKIT_CACHE_DIR": str(tmp_path / "cache")})
+    assert pushed.returncode == 4, pushed.stderr
+    assert "does not match its diff_id" in pushed.stderr.splitlines()[0]
+    target = parse(ref)
+    with pytest.raises(RegistryError, match="not found"):
+        RegistryClient.for_reference(target).get_manifest(target.repository, "tampered")
