@@ -119,11 +119,22 @@ class Uploader:
         return Blob(digest, layer.size, layer.compression, changed=False)
 
     def _hash(self, layer: LayerSource) -> str:
-        """The digest of a compressed archive member (its bytes are sent as they are)."""
-        h = hashlib.sha256()
+        """The digest of a compressed archive member (its bytes are sent as they are), its uncompressed bytes
+        checked against the config's ``diff_id`` on the same read."""
+        h, raw = hashlib.sha256(), hashlib.sha256()
+        inflate = _inflater(layer.compression)
         with RangeFile(layer.path, layer.offset, layer.size) as src:
             while chunk := src.read(READ_SIZE):
                 h.update(chunk)
+                if inflate is not None:
+                    try:
+                        raw.update(inflate(chunk))
+                    except Exception as err:  # zlib.error, isal's error, zstandard.ZstdError alike  # noqa: BLE001
+                        raise IntegrityError(f"{layer.what}: corrupt {layer.compression} data ({err})") from err
+        if inflate is not None and layer.diff_id and "sha256:" + raw.hexdigest() != layer.diff_id:
+            raise IntegrityError(f"{layer.what} does not match its diff_id {layer.diff_id} "
+                                 f"(got sha256:{raw.hexdigest()})",
+                                 hint="the image is corrupt or was altered; nothing was pushed for it")
         return "sha256:" + h.hexdigest()
 
     def _compressed(self, layer: LayerSource) -> Blob:
@@ -168,6 +179,33 @@ class Uploader:
         gigabytes to finish uploading)."""
         self.stop.set()
         self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _inflater(compression: str) -> Callable[[bytes], bytes] | None:
+    """A function turning successive compressed chunks into their uncompressed bytes (gzip members may be
+    concatenated), or None for a compression ckit does not read."""
+    if compression == "zstd":
+        import zstandard
+
+        return zstandard.ZstdDecompressor().decompressobj().decompress
+    if compression != "gzip":
+        return None
+    try:
+        from isal import isal_zlib as codec
+    except ImportError:  # pragma: no cover - platforms without an isal wheel
+        import zlib as codec  # type: ignore[no-redef]
+    state = {"d": codec.decompressobj(wbits=31)}
+
+    def inflate(chunk: bytes) -> bytes:
+        out = []
+        while chunk:
+            out.append(state["d"].decompress(chunk))
+            if not state["d"].eof:
+                break
+            chunk = state["d"].unused_data
+            state["d"] = codec.decompressobj(wbits=31)
+        return b"".join(out)
+    return inflate
 
 
 class _Stoppable:

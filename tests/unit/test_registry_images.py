@@ -125,3 +125,23 @@ def test_artifact_kinds_as_apptainer_decides_them() -> None:
     assert kind_of_manifest(manifest("application/vnd.oci.image.config.v1+json", DOCKER_LAYER_GZIP)) is None
     assert kind_of_manifest({"layers": "junk", "config": []}) is None
     assert (SIF.mode, SQSH.mode) == (0o755, 0o644)
+
+
+def test_a_compressed_archive_member_is_checked_against_its_diff_id(tmp_path: Path) -> None:
+    from buildkit.registry.layers import Uploader
+
+    tar = b"plain tar bytes" * 1000
+    gz = gzip.compress(tar[:7000]) + gzip.compress(tar[7000:])  # two members, as some tools write
+    path = tmp_path / "layer.gz"
+    path.write_bytes(b"junk" + gz)
+    good = "sha256:" + hashlib.sha256(tar).hexdigest()
+    uploader = Uploader(None, "repo", tmp_path)  # type: ignore[arg-type]  # hashing needs no registry
+    try:
+        layer = LayerSource(path, 4, len(gz), "layer 1", "gzip", diff_id=good)
+        assert uploader._hash(layer) == "sha256:" + hashlib.sha256(gz).hexdigest()
+        with pytest.raises(IntegrityError, match="layer 1 does not match its diff_id"):
+            uploader._hash(LayerSource(path, 4, len(gz), "layer 1", "gzip", diff_id="sha256:" + "0" * 64))
+        with pytest.raises(IntegrityError, match="layer 1: corrupt gzip data"):
+            uploader._hash(LayerSource(path, 0, len(gz) + 4, "layer 1", "gzip", diff_id=good))
+    finally:
+        uploader.abort()
