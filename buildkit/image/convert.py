@@ -80,7 +80,7 @@ def bootstrap(source: Source) -> tuple[str, str]:
     if isinstance(source, DockerArchiveSource):
         return "docker-archive", str(source.path)
     if isinstance(source, OciLayoutSource):
-        return "oci", f"{source.path}:{source.tag}" if source.tag else str(source.path)
+        return source.agent, f"{source.path}:{source.tag}" if source.tag else str(source.path)
     return "docker", source.image_ref
 
 
