@@ -29,9 +29,8 @@ RefArg = Annotated[str, typer.Argument(metavar="REF", help="REGISTRY/REPO:TAG (o
 
 @contextmanager
 def _bar(description: str, total: int | None) -> Iterator[Progress]:
-    with progress(transfer=True) as bar:
-        task = bar.add_task(description, total=total)
-        yield lambda n: bar.advance(task, n)
+    with progress() as reporter, reporter.meter(description, total=total) as meter:
+        yield meter
 
 
 def _read_secret(password_stdin: bool) -> str:
@@ -93,7 +92,8 @@ def push(
 
     target = parse(ref)
     parameters = _parameters(sets) if sets else None
-    options = PushOptions(stack, parameters, source_digest, notes.parse_pairs(annotation))
+    options = PushOptions(stack, parameters, source_digest, notes.parse_pairs(annotation),
+                          recipes_dirs=tuple(SETTINGS.recipes_dirs))
     client = RegistryClient.for_reference(target, insecure=insecure, ca_file=ca_file)
     total = Path(source).stat().st_size if Path(source).is_file() else None
     with _bar(f"push {Path(source).name}", total) as advance:
@@ -134,8 +134,9 @@ def pull(
         raise ConfigError(f"--to {to!r}: expected sif or sqsh")
     target = parse(ref)
     client = RegistryClient.for_reference(target, insecure=insecure, ca_file=ca_file)
-    with _bar(f"pull {target.repository}", None) as advance:
-        result = do_pull(client, target, out_dir, to=to, insecure=insecure, ca_file=ca_file, progress=advance)
+    with progress() as reporter, reporter.meter(f"pull {target.repository}") as meter:
+        result = do_pull(client, target, out_dir, to=to, insecure=insecure, ca_file=ca_file, progress=meter,
+                         reporter=reporter)
     if as_json:
         emit_json(result)
         return
@@ -159,7 +160,7 @@ def lock(
     from ..registry.client import RegistryClient
     from ..registry.lock import lock_data, render, resolve_base
 
-    resolved = Catalog.from_settings().resolve(stack, sets=list(sets or []), ngc=ngc)
+    resolved = Catalog.from_dirs(SETTINGS.recipes_dirs).resolve(stack, sets=list(sets or []), ngc=ngc)
 
     def head_of(ref):  # type: ignore[no-untyped-def]
         client = RegistryClient.for_reference(ref, insecure=insecure, ca_file=ca_file)

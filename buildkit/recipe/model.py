@@ -129,7 +129,7 @@ class StackDef:
     doc: Document
     extends: str = ""
     base: str = ""
-    addons: tuple[str, ...] = ()
+    addons: tuple[tuple[str, str], ...] = ()  # (layer name in this stack, add-on file): (code, files) for "files as code"
     parameters: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
     entrypoint: tuple[str, ...] | None = None
     cmd: tuple[str, ...] | None = None

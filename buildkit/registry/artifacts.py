@@ -22,6 +22,7 @@ from pathlib import Path
 from ..errors import IntegrityError, RegistryError
 from ..fsutil import atomic_path
 from ..oci.digest import of_bytes
+from ..progress import announce_total
 from . import known_digests
 from .client import OCI_MANIFEST, Progress, RegistryClient
 from .reference import Reference
@@ -152,6 +153,7 @@ def pull_artifact(client: RegistryClient, ref: Reference, out_dir: Path, progres
     layer = layers[0]
     final = out_dir / (name or output_name(ref, kind, (layer.get("annotations") or {}).get(TITLE)))
     size = int(layer["size"])
+    announce_total(progress, size)
     download_verified(client, ref.repository, layer["digest"], size, final, progress)
     known_digests.remember(final, layer["digest"])
     return PullResult(final, layer["digest"], manifest_digest, kind.name, size,

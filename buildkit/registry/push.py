@@ -28,6 +28,7 @@ class PushOptions:
     parameters: dict[str, Any] | None = None
     source_digest: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    recipes_dirs: tuple[Path, ...] = ()  # where stack names are looked up (the CLI's --recipes)
 
 
 @dataclass(frozen=True)
@@ -78,11 +79,11 @@ def push(client: RegistryClient, source: str, ref: Reference, options: PushOptio
         from .daemon_push import push_daemon_image
 
         result = push_daemon_image(client, source[len("docker-daemon:"):], ref, annotate)
-    elif not Path(source).is_file() and _is_stack(source):
+    elif not Path(source).is_file() and _is_stack(source, options.recipes_dirs):
         from .daemon_push import push_daemon_image, stack_image
 
         sets = [f"{layer}.{k}={v}" for layer, values in (options.parameters or {}).items() for k, v in values.items()]
-        fingerprint = _catalog().resolve(source, sets=sets).fingerprint
+        fingerprint = _catalog(options.recipes_dirs).resolve(source, sets=sets).fingerprint
         image = stack_image(fingerprint)
         if image is None:
             again = " ".join(["ckit build", source, *(f"--set {s}" for s in sets)])
@@ -107,11 +108,11 @@ def push(client: RegistryClient, source: str, ref: Reference, options: PushOptio
                        recorded)
 
 
-def _catalog():  # type: ignore[no-untyped-def]
+def _catalog(recipes_dirs: tuple[Path, ...]):  # type: ignore[no-untyped-def]
     from ..recipe.catalog import Catalog
 
-    return Catalog.from_settings()
+    return Catalog.from_dirs(recipes_dirs)
 
 
-def _is_stack(name: str) -> bool:
-    return name in _catalog().stack_names()
+def _is_stack(name: str, recipes_dirs: tuple[Path, ...]) -> bool:
+    return name in _catalog(recipes_dirs).stack_names()
