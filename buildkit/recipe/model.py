@@ -163,9 +163,10 @@ class FactTable:
 @dataclass(frozen=True)
 class ResolvedLayer:
     kind: str
-    name: str
+    name: str  # the layer's name in the stack: its file name, or the alias of `NAME as ALIAS`
     description: str
     params: tuple[tuple[str, ParamValue], ...]
+    file: str = ""  # the file NAME of an aliased add-on ("" when it is the name)
 
 
 @dataclass(frozen=True)

@@ -163,6 +163,12 @@ def _layers(catalog: Catalog, name: str, chain: list[StackDef]) -> tuple[Layer, 
     return catalog.base(base_name), addons
 
 
+def _file_of(layer: Layer) -> str:
+    """The add-on file an aliased layer comes from ("" when the layer has the file's name)."""
+    stem = layer.doc.path.name.removesuffix(".yaml")
+    return "" if stem == layer.name else stem
+
+
 def _image(base: Layer, values: dict[str, ParamValue]) -> str:
     return _check_ref(expand(base.image, values, shell=False, where=lambda m: base.doc.error(("image",), m)), base)
 
@@ -230,7 +236,8 @@ def resolve(catalog: Catalog, name: str, *, sets: Sequence[str] = (), ngc: str |
     entrypoint = next((s.entrypoint for s in reversed(chain) if s.entrypoint is not None), None)
     cmd = next((s.cmd for s in reversed(chain) if s.cmd is not None), None)
     layers = tuple(ResolvedLayer(layer.kind, layer.name, layer.description,
-                                 tuple(sorted(values.values[layer.name].items()))) for layer in [base, *addons])
+                                 tuple(sorted(values.values[layer.name].items())), _file_of(layer))
+                   for layer in [base, *addons])
     parameters = {layer.name: {k: list(v) if isinstance(v, tuple) else v for k, v in layer.params}
                   for layer in layers}
     fingerprint = _fingerprint({
