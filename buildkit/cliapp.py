@@ -112,6 +112,16 @@ StackArg = Annotated[str, typer.Argument(metavar="STACK", help="Stack name (see 
                                          autocompletion=_complete_stack)]
 
 
+def complete_site(incomplete: str) -> list[str]:
+    """Site names for shell completion (the built-ins and CKIT_SITES_PATH)."""
+    from .site.load import list_sites
+
+    try:
+        return [site.name for site in list_sites() if site.name.startswith(incomplete)]
+    except Exception:  # completion must never print a traceback into the user's shell
+        return []
+
+
 def info(message: str) -> None:
     """A human message on stderr (silenced by --quiet)."""
     if not SETTINGS.quiet:

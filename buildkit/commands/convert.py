@@ -21,7 +21,8 @@ def convert(
                                                  help="Squashfs compression: zstd, gzip or xz, with an optional "
                                                       "level; zstd:-7..-1 are zstd's fast modes (default: zstd:1 "
                                                       "for sif, zstd:-3 for sqsh, gzip:1 if the --site cannot "
-                                                      "mount zstd; lz4 and lzo are not written).")] = None,
+                                                      "mount zstd; without a level, the target's level for that "
+                                                      "algorithm; lz4 and lzo are not written).")] = None,
     site: Annotated[str | None, typer.Option("--site", metavar="SITE",
                                              help="Pick a compression the site's runtime can mount.")] = None,
     insecure: Annotated[bool, typer.Option("--insecure", help="Plain http / no TLS verification.")] = False,

@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from buildkit.cli import main
-from tests.unit.test_first_hour import README, write_readme_project
+from tests.unit.test_first_hour_rules import README, write_readme_project
 
 ROOT = Path(__file__).resolve().parents[2]
 STYLE = re.compile(r"\x1b\[[0-9;]*m|\x1b\][^\x07]*\x07")  # colours and links: dropped
@@ -194,11 +194,12 @@ def test_bash_completion_loads_and_completes(tmp_path: Path) -> None:
     probe = (f"source {script}; complete -p ckit; "
              "COMP_WORDS=(ckit bu); COMP_CWORD=1; _ckit_completion ckit; echo \"A:${COMPREPLY[*]}\"; "
              "COMP_WORDS=(ckit build he); COMP_CWORD=2; _ckit_completion ckit; echo \"B:${COMPREPLY[*]}\"; "
-             "COMP_WORDS=(ckit convert x --com); COMP_CWORD=3; _ckit_completion ckit; echo \"C:${COMPREPLY[*]}\"")
+             "COMP_WORDS=(ckit convert x --com); COMP_CWORD=3; _ckit_completion ckit; echo \"C:${COMPREPLY[*]}\"; "
+             "COMP_WORDS=(ckit sites show t); COMP_CWORD=3; _ckit_completion ckit; echo \"D:${COMPREPLY[*]}\"")
     env = {**os.environ, "PATH": f"{Path(ckit).parent}:{os.environ['PATH']}"}
     out = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, env=env, check=True).stdout
     assert "complete -o default -F _ckit_completion ckit" in out
-    assert "A:build" in out and "B:hello" in out and "C:--compress" in out
+    assert "A:build" in out and "B:hello" in out and "C:--compress" in out and "D:tara twnia2" in out
     # --install-completion writes it where bash finds it
     home = tmp_path / "home"
     home.mkdir()
