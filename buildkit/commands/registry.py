@@ -161,6 +161,12 @@ def lock(
     from ..registry.lock import lock_data, render, resolve_base
 
     resolved = Catalog.from_dirs(SETTINGS.recipes_dirs).resolve(stack, sets=list(sets or []), ngc=ngc)
+    if parse(resolved.base_image).registry == "localhost":  # a local image: no registry to ask for its digest
+        knob = f"--set {resolved.base.name}.registry=REGISTRY/NAMESPACE" if any(
+            name == "registry" for name, _ in resolved.base.params) else "a base on a registry"
+        raise ConfigError(f"stack {stack} builds on {resolved.base_image}, an image of the local engine that no "
+                          f"registry serves, so it has no digest to lock",
+                          hint=f"push the image to a registry and lock with {knob}")
 
     def head_of(ref):  # type: ignore[no-untyped-def]
         client = RegistryClient.for_reference(ref, insecure=insecure, ca_file=ca_file)

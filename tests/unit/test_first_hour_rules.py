@@ -259,3 +259,12 @@ def test_progress_texts_never_invent_a_total() -> None:
     assert time_text(_Task(100, 65, 3)) == "eta 0:01:05"
     assert time_text(_Task(100, None, 3)) == "eta -:--:--"
     assert time_text(_Task(None, None, 75)) == "0:01:15"
+
+
+def test_lock_of_a_local_base_says_why(capsys: pytest.CaptureFixture[str]) -> None:
+    # before: "cannot reach registry localhost (https://localhost/v2/): connection refused", exit 1
+    capsys.readouterr()
+    assert main(["lock", "demo"]) == 2
+    err = capsys.readouterr().err
+    assert "stack demo builds on localhost/debian:bookworm, an image of the local engine" in err
+    assert "--set debian.registry=REGISTRY/NAMESPACE" in err
