@@ -28,23 +28,10 @@ CaFileOpt = Annotated[Path | None, typer.Option(
 RefArg = Annotated[str, typer.Argument(metavar="REF", help="REGISTRY/REPO:TAG (or @sha256:DIGEST).")]
 
 
-class _Bar:
-    """A transfer bar: ``bar(n)`` advances it, ``bar.total(n)`` sets its size once the command knows it."""
-
-    def __init__(self, display, task) -> None:  # type: ignore[no-untyped-def]
-        self.display, self.task = display, task
-
-    def __call__(self, n: int) -> None:
-        self.display.advance(self.task, n)
-
-    def total(self, n: int) -> None:
-        self.display.update(self.task, total=n)
-
-
 @contextmanager
-def _bar(description: str, total: int | None) -> Iterator[_Bar]:
-    with progress(transfer=True) as bar:
-        yield _Bar(bar, bar.add_task(description, total=total))
+def _bar(description: str, total: int | None) -> Iterator[Progress]:
+    with progress() as reporter, reporter.meter(description, total=total) as meter:
+        yield meter
 
 
 def _read_secret(password_stdin: bool) -> str:
@@ -115,8 +102,9 @@ def push(
 
     target = parse(ref)
     parameters = _parameters(sets) if sets else None
-    options = PushOptions(stack, parameters, source_digest, notes.parse_pairs(annotation), image_format)
-    planned = plan(source, target, image_format, options.sets)
+    options = PushOptions(stack, parameters, source_digest, notes.parse_pairs(annotation), image_format,
+                          recipes_dirs=tuple(SETTINGS.recipes_dirs))
+    planned = plan(source, target, image_format, options.sets, options.recipes_dirs)
     if dry_run:
         _show_plan(planned, as_json)
         return
@@ -175,7 +163,9 @@ def pull(
     client = RegistryClient.for_reference(target, insecure=insecure, ca_file=ca_file)
     planned = pulling.plan(client, target, to)
     if planned.kind is None:  # the conversion shows its own progress
-        result = pulling.execute(client, planned, out_dir, insecure=insecure, ca_file=ca_file)
+        with progress() as reporter:
+            result = pulling.execute(client, planned, out_dir, insecure=insecure, ca_file=ca_file,
+                                     reporter=reporter)
     else:
         with _bar(f"pull {target.repository}", planned.size) as bar:
             result = pulling.execute(client, planned, out_dir, progress=bar, total=bar.total)
@@ -230,7 +220,13 @@ def lock(
     from ..registry.client import RegistryClient
     from ..registry.lock import lock_data, render, resolve_base
 
-    resolved = Catalog.from_settings().resolve(stack, sets=list(sets or []), ngc=ngc)
+    resolved = Catalog.from_dirs(SETTINGS.recipes_dirs).resolve(stack, sets=list(sets or []), ngc=ngc)
+    if parse(resolved.base_image).registry == "localhost":  # a local image: no registry to ask for its digest
+        knob = f"--set {resolved.base.name}.registry=REGISTRY/NAMESPACE" if any(
+            name == "registry" for name, _ in resolved.base.params) else "a base on a registry"
+        raise ConfigError(f"stack {stack} builds on {resolved.base_image}, an image of the local engine that no "
+                          f"registry serves, so it has no digest to lock",
+                          hint=f"push the image to a registry and lock with {knob}")
 
     def head_of(ref):  # type: ignore[no-untyped-def]
         client = RegistryClient.for_reference(ref, insecure=insecure, ca_file=ca_file)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..progress import SILENT, Reporter
 from .artifacts import ArtifactKind, fetch_artifact_manifest, pull_artifact
 from .client import Progress, RegistryClient
 from .reference import Reference
@@ -50,10 +51,10 @@ def plan(client: RegistryClient, ref: Reference, to: str | None = None) -> PullP
 
 def execute(client: RegistryClient, planned: PullPlan, out_dir: Path, *, insecure: bool = False,
             ca_file: Path | None = None, progress: Progress | None = None,
-            total: Callable[[int], None] | None = None) -> dict[str, Any]:
+            total: Callable[[int], None] | None = None, reporter: Reporter = SILENT) -> dict[str, Any]:
     """Fetch what the plan found: the artifact's file, or the image converted (through the store)."""
     if planned.kind is None:
-        return convert_image(planned, out_dir, insecure=insecure, ca_file=ca_file)
+        return convert_image(planned, out_dir, insecure=insecure, ca_file=ca_file, reporter=reporter)
     result = pull_artifact(client, planned.ref, out_dir, progress, total=total,
                            manifest=(planned.manifest, planned.manifest_digest, planned.kind))
     return {"path": str(result.path), "kind": result.kind, "digest": result.digest, "size": result.size,
@@ -61,11 +62,14 @@ def execute(client: RegistryClient, planned: PullPlan, out_dir: Path, *, insecur
 
 
 def pull(client: RegistryClient, ref: Reference, out_dir: Path, *, to: str | None = None, insecure: bool = False,
-         ca_file: Path | None = None, progress: Progress | None = None) -> dict[str, Any]:
-    return execute(client, plan(client, ref, to), out_dir, insecure=insecure, ca_file=ca_file, progress=progress)
+         ca_file: Path | None = None, progress: Progress | None = None, reporter: Reporter = SILENT
+         ) -> dict[str, Any]:
+    return execute(client, plan(client, ref, to), out_dir, insecure=insecure, ca_file=ca_file, progress=progress,
+                   reporter=reporter)
 
 
-def convert_image(planned: PullPlan, out_dir: Path, *, insecure: bool, ca_file: Path | None) -> dict[str, Any]:
+def convert_image(planned: PullPlan, out_dir: Path, *, insecure: bool, ca_file: Path | None,
+                  reporter: Reporter = SILENT) -> dict[str, Any]:
     """Pull the image through the registry API and convert it (``buildkit.image.convert``, digest-checked).
 
     The image is read by the digest the plan found, which is the result's ``digest`` (what was pulled; the file
@@ -75,6 +79,7 @@ def convert_image(planned: PullPlan, out_dir: Path, *, insecure: bool, ca_file: 
     ref, to = planned.ref, planned.to or "sif"
     name = f"{ref.repository.rsplit('/', 1)[-1]}_{ref.tag or 'latest'}.{to}"
     out_dir.mkdir(parents=True, exist_ok=True)
-    result = convert(f"docker://{planned.pinned}", to, output=out_dir / name, insecure=insecure, ca_file=ca_file)
+    result = convert(f"docker://{planned.pinned}", to, output=out_dir / name, insecure=insecure, ca_file=ca_file,
+                     progress=reporter)
     return {"path": str(result.path), "kind": to, "digest": planned.manifest_digest, "size": result.size,
             "reference": str(planned.pinned), "source_digest": result.source_digest, "annotations": {}}

@@ -40,6 +40,7 @@ class PushOptions:
     source_digest: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
     format: str | None = None  # "docker" | "oci" | None: as the source has it
+    recipes_dirs: tuple[Path, ...] = ()  # where stack names are looked up (the CLI's --recipes)
 
     @property
     def annotated(self) -> bool:
@@ -75,7 +76,8 @@ Annotate = Callable[[ImageInput | None], dict[str, str]]
 
 def push(client: RegistryClient, source: str, ref: Reference, options: PushOptions,
          progress: Progress | None = None, total: Total | None = None) -> PushOutcome:
-    return execute(client, plan(source, ref, options.format, options.sets), ref, options, progress, total)
+    return execute(client, plan(source, ref, options.format, options.sets, options.recipes_dirs), ref, options,
+                   progress, total)
 
 
 def execute(client: RegistryClient, planned: PushPlan, ref: Reference, options: PushOptions,

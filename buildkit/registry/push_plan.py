@@ -34,7 +34,8 @@ class PushPlan:
                 "engine_image": self.engine_image}
 
 
-def plan(source: str, ref: Reference, fmt: str | None, sets: list[str] | None = None) -> PushPlan:
+def plan(source: str, ref: Reference, fmt: str | None, sets: list[str] | None = None,
+         recipes_dirs: tuple[Path, ...] = ()) -> PushPlan:
     """Classify SOURCE (image form, file, stack) and describe the push; ConfigError when it is none of them."""
     check_format(fmt)
     if form_of(source) is not None:
@@ -42,8 +43,9 @@ def plan(source: str, ref: Reference, fmt: str | None, sets: list[str] | None = 
     path = Path(source)
     if path.is_file():
         return _plan_file(path, ref, fmt)
-    if _is_stack(source):
-        image = stack_image_of(source, sets or [])
+    catalog = _catalog(recipes_dirs)
+    if source in catalog.stack_names():
+        image = stack_image_of(catalog, source, sets or [])
         return _plan_image(SourceSpec("docker-daemon", source, ref=image), source, ref, fmt, "stack")
     raise ConfigError(f"push source {source!r} is neither a file, a stack nor an image source",
                       hint="give a .sif/.sqsh file, a stack name (see `ckit recipes`), or one of: "
@@ -112,21 +114,17 @@ def _layer(layer: Any) -> dict[str, Any]:
     return {"what": layer.what, "size": layer.size, "compression": layer.compression, "action": action}
 
 
-def _catalog():  # type: ignore[no-untyped-def]
+def _catalog(recipes_dirs: tuple[Path, ...]):  # type: ignore[no-untyped-def]
     from ..recipe.catalog import Catalog
 
-    return Catalog.from_settings()
+    return Catalog.from_dirs(recipes_dirs)
 
 
-def _is_stack(name: str) -> bool:
-    return name in _catalog().stack_names()
-
-
-def stack_image_of(stack: str, sets: list[str]) -> str:
+def stack_image_of(catalog: Any, stack: str, sets: list[str]) -> str:
     """The engine's image of the stack's current build (its fingerprint), or a ConfigError saying how to build it."""
     from .engine_images import stack_image
 
-    fingerprint = _catalog().resolve(stack, sets=sets).fingerprint
+    fingerprint = catalog.resolve(stack, sets=sets).fingerprint
     image = stack_image(fingerprint)
     if image is None:
         again = " ".join(["ckit build", stack, *(f"--set {s}" for s in sets)])
