@@ -52,9 +52,3 @@ class _Silent:
 
 
 SILENT: Reporter = _Silent()
-
-
-def announce_total(progress: Callable[[int], None] | None, total: int) -> None:
-    """Tell a progress callback its total when it is a :class:`Meter` (a plain callable only counts)."""
-    if isinstance(progress, Meter):
-        progress.total(total)

@@ -233,5 +233,5 @@ def test_a_pull_tells_its_meter_the_size(registry: Any, tmp_path: Path, capsys: 
     ref = f"{registry.host}/ckit-test/first-hour:meter-{os.getpid()}"
     assert main(["push", str(sif), ref]) == 0, capsys.readouterr().err
     meter = RecordingMeter()
-    pulled = pull_artifact(RegistryClient.for_reference(parse(ref)), parse(ref), tmp_path, meter)
+    pulled = pull_artifact(RegistryClient.for_reference(parse(ref)), parse(ref), tmp_path, meter, total=meter.total)
     assert meter.totals == [sif.stat().st_size] and meter.done == sif.stat().st_size == pulled.size
