@@ -9,7 +9,7 @@ the CLI depends on how (or whether) progress is drawn.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Literal, Protocol, runtime_checkable
 
