@@ -178,21 +178,33 @@ def lock(
 
 @app.command("stage")
 def stage(
-    ref: Annotated[str, typer.Argument(metavar="REF", help="REGISTRY/REPO:TAG, or a local .sif/.sqsh file.")],
-    site: Annotated[str | None, typer.Option("--site", metavar="SITE", help="Site profile (see `ckit sites`).")] = None,
+    ref: Annotated[str, typer.Argument(metavar="SOURCE", help=(
+        "A registry image or .sif/.sqsh artifact (REGISTRY/REPO:TAG or @sha256:DIGEST), a stack (its newest "
+        "build), or a local .sif/.sqsh file."))],
+    site: Annotated[str | None, typer.Option("--site", metavar="SITE", help=(
+        "Site profile (see `ckit sites`): its shared image folder, the format its runtime runs and a compression "
+        "it mounts."))] = None,
     dest: Annotated[Path | None, typer.Option("--dest", metavar="DIR",
                                               help="Folder to stage into (default: the site's shared image folder).")] = None,
+    to: Annotated[str | None, typer.Option("--to", metavar="sif|sqsh",
+                                           help="Format to stage (default: what the site's runtime runs).")] = None,
+    compress: Annotated[str | None, typer.Option("--compress", metavar="ALGO[:LEVEL]", help=(
+        "Squashfs compression of a converted image (default: ckit's default the site mounts)."))] = None,
+    sets: SetOpt = None,
+    ngc: NgcOpt = None,
     insecure: InsecureOpt = False,
     ca_file: CaFileOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Copy a verified artifact into the site's shared image folder and print its path."""
-    from ..registry.artifacts import pull_artifact
-    from ..registry.client import RegistryClient
-    from ..registry.stage import Staged, copy_verified, stage_dir
+    """Put an image where the site's compute nodes find it (`ckit launch --image` and the Pyxis importer do)."""
+    from ..cache import stage as staging
+    from ..registry.stage import stage_dir
 
     if site is None and dest is None:
         raise ConfigError("ckit stage needs --site SITE or --dest DIR")
+    if to not in (None, "sif", "sqsh"):
+        raise ConfigError(f"--to {to!r}: expected sif or sqsh")
+    profile = None
     folder = dest
     if site is not None:
         from ..site.load import load_site
@@ -202,16 +214,37 @@ def stage(
         if profile.compute_internet:
             info(f"note: the compute nodes of {site} reach the internet; staging is optional there")
     assert folder is not None
+    target = to or staging.site_target(profile)
     if Path(ref).is_file():
-        staged = copy_verified(Path(ref), folder)
+        result = staging.stage_file(Path(ref), folder, profile, target)
+    elif (build := _stack_build(ref, sets, ngc)) is not None:
+        stack_name, fingerprint, image_id = build
+        result = staging.stage_stack(stack_name, fingerprint, image_id, folder, target=target, compression=compress,
+                                     site=profile, log=info)
     else:
-        target = parse(ref)
-        client = RegistryClient.for_reference(target, insecure=insecure, ca_file=ca_file)
-        with _bar(f"stage {target.repository}", None) as advance:
-            pulled = pull_artifact(client, target, folder, advance)
-        staged = Staged(pulled.path, pulled.digest, pulled.size, str(target.with_digest(pulled.manifest_digest)))
+        result = staging.stage_ref(parse(ref), folder, target=target, compression=compress, site=profile,
+                                   insecure=insecure, ca_file=ca_file, log=info, written=ref)
     if as_json:
-        emit_json(staged.as_json())
+        emit_json(result.as_json())
         return
-    info(f"staged {staged.source} ({staged.size} bytes, {staged.digest})")
-    typer.echo(str(staged.path))
+    how = "made" if result.converted else "already staged"
+    info(f"staged {result.source} as .{result.target} ({result.size} bytes, {result.digest}; {how})")
+    typer.echo(str(result.path))
+
+
+def _stack_build(name: str, sets: list[str] | None, ngc: str | None) -> tuple[str, str, str] | None:
+    """(stack, fingerprint, engine image id) when ``name`` is a stack; None when it is not one."""
+    from ..recipe.catalog import Catalog
+
+    catalog = Catalog.from_settings()
+    if "/" in name or ":" in name or name not in catalog.stack_names():
+        return None
+    from ..registry.daemon_push import stack_image
+
+    resolved = catalog.resolve(name, sets=list(sets or []), ngc=ngc)
+    image = stack_image(resolved.fingerprint)
+    if image is None:
+        again = " ".join(["ckit build", name, *(f"--set {s}" for s in sets or [])])
+        raise ConfigError(f"stack {name} has no build in the engine (fingerprint {resolved.fingerprint[:12]})",
+                          hint=f"run `{again}` first")
+    return resolved.stack, resolved.fingerprint, image
