@@ -98,7 +98,11 @@ def ensure(cache: CacheDir, want: Want, log: Log) -> Served:
     found = _cached(cache, want, digest)
     if found is not None:
         return found
-    return _produce(cache, want, client, digest, log)
+    # One producer per image and format: the others wait here, cheaply (no converter loaded, no more requests),
+    # and then find the record it wrote.
+    name = image_ref_name(ref.registry, ref.repository, digest, want.target, want.compression)
+    with cache.store.lock(name):
+        return _cached(cache, want, digest) or _produce(cache, want, client, digest, log)
 
 
 def tag_name(ref: Reference) -> str:
@@ -189,7 +193,8 @@ def _convert(cache: CacheDir, want: Want, client: Any, pinned: Reference, log: L
     plan = convert.plan(source, want.target, compress=want.compression)
     if want.holder:
         cache.hold(plan.key, want.holder)
-    log(f"converting {want.ref} ({pinned.digest}) to .{want.target} {plan.compression.label}")
+    log(f"converting {want.ref} ({pinned.digest}) to .{want.target} {plan.compression.label}: the first use of it "
+        "with this cache")
     result = convert.execute(plan, cache.store)
     return plan.key, not result.cache_hit, plan.source_digest
 
