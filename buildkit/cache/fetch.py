@@ -73,11 +73,24 @@ def verifier(target: str) -> Callable[[Path], object]:
 
 def unreachable(err: RegistryError) -> bool:
     """The registry (or its token server) could not be reached: no answer, as opposed to a refusal."""
-    import requests
+    import ssl
 
     cause = err.__cause__
+    if isinstance(cause, OSError) and not isinstance(cause, ssl.SSLError):
+        return True  # from the lean HEAD (registry.head)
+    import requests
+
     return isinstance(cause, (requests.ConnectionError, requests.Timeout)) and not isinstance(
         cause, requests.exceptions.SSLError)
+
+
+def _resolve(want: Want) -> str | None:
+    """The manifest digest through the lean HEAD (no ``requests`` loaded), or None for the full client."""
+    from ..registry.head import head_digest
+
+    ref = want.ref
+    return head_digest(ref.api_host, ref.repository, ref.reference, want.credentials, insecure=want.insecure,
+                       ca_file=want.ca_file)
 
 
 def client_for(want: Want):  # type: ignore[no-untyped-def]
@@ -90,14 +103,16 @@ def client_for(want: Want):  # type: ignore[no-untyped-def]
 def ensure(cache: CacheDir, want: Want, log: Log) -> Served:
     """The cached artifact for ``want`` (made first when missing); see the module doc."""
     ref = want.ref
-    client = client_for(want)
+    client = None
     try:
-        head = client.head_manifest(ref.repository, ref.reference)
+        digest = _resolve(want)
+        if digest is None:  # not the plain case: the full client handles it (and words any refusal)
+            client = client_for(want)
+            digest = client.head_manifest(ref.repository, ref.reference).digest
     except RegistryError as err:
         if not unreachable(err):
             raise
         return _offline(cache, want, err, log)
-    digest = head.digest
     if ref.digest and digest != ref.digest:
         raise RegistryError(f"{ref}: the registry names the manifest {digest}, not the digest asked for")
     cache.grant(ref.registry, ref.repository, "public" if want.credentials is None else str(want.uid))
@@ -110,7 +125,7 @@ def ensure(cache: CacheDir, want: Want, log: Log) -> Served:
     # and then find the record it wrote.
     name = image_ref_name(ref.registry, ref.repository, digest, want.target, want.compression)
     with cache.store.lock(name):
-        return _cached(cache, want, digest) or _produce(cache, want, client, digest, log)
+        return _cached(cache, want, digest) or _produce(cache, want, client or client_for(want), digest, log)
 
 
 def tag_name(ref: Reference) -> str:

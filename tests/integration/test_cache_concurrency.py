@@ -253,3 +253,22 @@ def test_release_after_a_killed_get_frees_its_lease_at_once(registry, tmp_path: 
     assert again.returncode == 0, again.stderr
     assert time.monotonic() - began < 60  # not the 600 s a lease of a live-looking holder would need
     unsquash_check(Path(again.stdout.strip()))
+
+
+def test_the_importer_evicts_beyond_max_size_but_never_an_image_a_step_holds(registry, tmp_path: Path) -> None:
+    refs = [push_image(registry.host, tmp_path, seed=200 + n) for n in range(3)]  # ~1 MiB each
+    cache = shared_folder(tmp_path, "cache")
+    home = shared_folder(tmp_path, "home")
+    paths, envs = [], []
+    for n, ref in enumerate(refs):
+        env = pyxis_env(home, cache, job=600 + n)
+        Path(env["CKIT_IMPORTER_CONFIG"]).write_text(f"cache: {cache}\nmax_size: 1.5M\n")
+        got = importer("get", f"docker://{ref.replace('/', '#', 1)}", env=env)
+        assert got.returncode == 0, got.stderr
+        paths.append(Path(got.stdout.strip()))
+        envs.append(env)
+        if n == 1:  # two images exceed 1.5 MiB, but the first one's step still holds it
+            assert "evicted" not in got.stderr and paths[0].is_file()
+            assert importer("release", env=envs[0]).returncode == 0
+    assert "evicted" in got.stderr and not paths[0].exists()  # released and least recently used
+    assert paths[1].is_file() and paths[2].is_file()  # held: kept although the cache is over its size

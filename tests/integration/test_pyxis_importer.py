@@ -227,3 +227,30 @@ def test_usage_and_missing_configuration(shared: Path) -> None:
     assert got.returncode == 2 and "no cluster image cache is configured" in got.stderr
     assert importer("release", env=env).returncode == 0  # release never fails
     assert os.path.exists(shared)
+
+
+LEAN = """
+import sys
+from buildkit.cache.importer import main
+code = main(["get", sys.argv[1]])
+heavy = sorted(m for m in ("requests", "urllib3", "typer", "rich", "jsonschema", "buildkit.image.convert")
+               if m in sys.modules)
+print("heavy:", ",".join(heavy), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def test_a_cached_get_loads_no_http_library_or_converter(acl: Acl, private: str, shared: Path) -> None:
+    """The cached path is what every job step pays: the lean HEAD (http.client), no requests, no CLI, no converter."""
+    import sys
+
+    cache = fresh(shared, "lean")
+    env = pyxis_env(home(shared, "alice"), cache, user="alice")
+    uri = f"docker://{acl.host}#{private}"
+    assert importer("get", uri, env=env).returncode == 0
+    lean = subprocess.run([sys.executable, "-c", LEAN, uri], env=env, capture_output=True, text=True, check=False)  # noqa: S603
+    assert lean.returncode == 0, lean.stderr
+    assert "heavy: \n" in lean.stderr, lean.stderr
+    refused = subprocess.run([sys.executable, "-c", LEAN, uri], capture_output=True, text=True, check=False,  # noqa: S603
+                             env=pyxis_env(home(shared, "bob"), cache, user="bob"))
+    assert refused.returncode == 1 and "heavy: requests" in refused.stderr  # a refusal is worded by the full client
