@@ -94,7 +94,9 @@ class Store:
                 raise ConvertError(f"{path}: the file changed since it was published")
             if verify is not None:
                 verify(path)
-        except (ValueError, OSError, ConvertError):
+        except OSError:
+            return None  # could not look (a shared store's hiccup on one node): a miss, not a reason to delete
+        except (ValueError, ConvertError):
             path.unlink(missing_ok=True)
             meta_path.unlink(missing_ok=True)
             return None
