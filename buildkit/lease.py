@@ -40,6 +40,7 @@ STALE_ENV = "CKIT_LOCK_STALE_SECONDS"
 DEFAULT_STALE = 120.0  # seconds without progress; a conversion reports progress at least every few seconds
 BEAT_EVERY = 1.0
 WAIT_REPORT_EVERY = 15.0
+MAX_POLL = 0.25  # a waiter looks again at least this often (a stat and a small read each: cheap on NFS too)
 HOST = socket.gethostname()
 
 
@@ -177,13 +178,19 @@ class Lease:
         self._start_heartbeat()
         return True
 
-    def acquire(self, timeout: float | None = None) -> None:
-        """Wait for the lease, taking it over when its holder is gone or has made no progress for ``stale`` s."""
+    def acquire(self, timeout: float | None = None, until: Callable[[], bool] | None = None) -> bool:
+        """Wait for the lease, taking it over when its holder is gone or has made no progress for ``stale`` s.
+
+        ``until`` is asked between tries: when it says the work is done (someone else did it), stop waiting and
+        return False without the lease. True: the lease is ours."""
         began = time.monotonic()
         watch = _Watch(self.stale)
         delay, reported = 0.05, began
         try:
             while not self.try_acquire():
+                if until is not None and until():
+                    self.own.unlink(missing_ok=True)
+                    return False
                 seen = read_owner(self.path)
                 if seen is not None and watch.is_stale(*seen):
                     self._break(*seen)
@@ -197,10 +204,11 @@ class Lease:
                     who = seen[1].describe() if seen[1] else "an unknown holder"
                     self.on_wait(f"waiting for {who}, holding {self.path.name} for {now - began:.0f} s")
                 time.sleep(delay * random.uniform(0.7, 1.3))  # noqa: S311 - jitter, not a secret
-                delay = min(delay * 1.5, 0.5)
+                delay = min(delay * 1.5, MAX_POLL)
         except BaseException:
             self.own.unlink(missing_ok=True)
             raise
+        return True
 
     def release(self) -> None:
         """Give the lease up (only the name still linked to our own file is removed)."""

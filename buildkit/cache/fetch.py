@@ -19,6 +19,7 @@ from typing import Any
 from ..cachedir.layout import CacheDir, image_ref_name, safe_name
 from ..errors import ConfigError, ConvertError, RegistryError
 from ..registry.reference import Reference
+from ..store import make_dir
 from .uri import enroot_form
 
 Log = Callable[[str], None]
@@ -118,14 +119,32 @@ def ensure(cache: CacheDir, want: Want, log: Log) -> Served:
     cache.grant(ref.registry, ref.repository, "public" if want.credentials is None else str(want.uid))
     if not ref.digest and (cache.read_ref("tags", tag_name(ref)) or {}).get("digest") != digest:
         cache.write_ref("tags", tag_name(ref), {"ref": str(ref), "digest": digest})
-    found = _cached(cache, want, digest)
-    if found is not None:
-        return found
-    # One producer per image and format: the others wait here, cheaply (no converter loaded, no more requests),
-    # and then find the record it wrote.
+    return _cached(cache, want, digest) or _make_once(cache, want, client, digest, log)
+
+
+def _make_once(cache: CacheDir, want: Want, client: Any, digest: str, log: Log) -> Served:
+    """One producer per image and format: the others wait on its lease, cheaply (no converter loaded, no more
+    requests), and take the record it writes as soon as it is there."""
+    from ..lease import Lease
+
+    ref = want.ref
     name = image_ref_name(ref.registry, ref.repository, digest, want.target, want.compression)
-    with cache.store.lock(name):
+    make_dir(cache.store.locks, cache.root)
+    lease = Lease(cache.store.locks / f"{name}.lease", holder=cache.store.holder, on_wait=log)
+    made_elsewhere: list[Served] = []
+
+    def done() -> bool:
+        hit = _cached(cache, want, digest)
+        if hit is not None:
+            made_elsewhere.append(hit)
+        return hit is not None
+
+    if not lease.acquire(until=done):
+        return made_elsewhere[0]
+    try:
         return _cached(cache, want, digest) or _produce(cache, want, client or client_for(want), digest, log)
+    finally:
+        lease.release()
 
 
 def tag_name(ref: Reference) -> str:
