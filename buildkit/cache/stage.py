@@ -48,6 +48,43 @@ class StageResult:
                 "converted": self.converted}
 
 
+@dataclass(frozen=True)
+class StagePlan:
+    """What ``ckit stage`` will do (``--dry-run`` prints it): nothing here has touched a registry or engine."""
+
+    source: str
+    kind: str  # "file", "stack" or "registry" (an image, or a .sif/.sqsh artifact)
+    folder: Path
+    target: str | None  # None: an artifact keeps its format; an image then needs --to or --site
+    compression: str | None  # None: a file or an artifact as it is
+    site: str | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"source": self.source, "kind": self.kind, "folder": str(self.folder), "target": self.target,
+                "compression": self.compression, "site": self.site}
+
+    def describe(self) -> str:
+        what = f".{self.target}" if self.target else "the artifact's own format"
+        how = f" {self.compression}" if self.compression else ""
+        return f"stage {self.source} ({self.kind}) into {self.folder} as {what}{how}\n"
+
+
+def plan_stage(source: str, folder: Path, site: Site | None, *, to: str | None, compress: str | None,
+               is_stack: bool) -> StagePlan:
+    """Check the request and pick format and compression from the site (pure but for looking at ``source``)."""
+    from ..image.squashfs import choose
+
+    if to not in (None, "sif", "sqsh"):
+        raise ConfigError(f"--to {to!r}: expected sif or sqsh")
+    target = to or site_target(site)
+    kind = "file" if Path(source).is_file() else "stack" if is_stack else "registry"
+    label = None
+    if kind != "file" and target is not None:
+        allowed = site.squashfs_compressions if site is not None else ()
+        label = choose(compress, allowed, target=target, site_name=site.name if site else "").label
+    return StagePlan(source, kind, folder, target, label, site.name if site else None)
+
+
 def site_target(site: Site | None) -> str | None:
     """The format the site's first container runtime runs, or None."""
     for runtime in site.runtimes if site is not None else ():

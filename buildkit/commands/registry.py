@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from ..cliapp import SETTINGS, JsonOpt, NgcOpt, SetOpt, app, emit_json, info, progress
+from ..cliapp import SETTINGS, DryRunOpt, JsonOpt, NgcOpt, SetOpt, app, emit_json, info, progress
 from ..errors import ConfigError
 from ..registry import annotations as notes
 from ..registry.auth import Credentials, store
@@ -194,6 +194,7 @@ def stage(
     ngc: NgcOpt = None,
     insecure: InsecureOpt = False,
     ca_file: CaFileOpt = None,
+    dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Put an image where the site's compute nodes find it (`ckit launch --image` and the Pyxis importer do)."""
@@ -202,28 +203,22 @@ def stage(
 
     if site is None and dest is None:
         raise ConfigError("ckit stage needs --site SITE or --dest DIR")
-    if to not in (None, "sif", "sqsh"):
-        raise ConfigError(f"--to {to!r}: expected sif or sqsh")
     profile = None
-    folder = dest
     if site is not None:
         from ..site.load import load_site
 
         profile = load_site(site, SETTINGS.sites_dirs)
-        folder = stage_dir(profile.shared_image_dir, dest, site)
-        if profile.compute_internet:
-            info(f"note: the compute nodes of {site} reach the internet; staging is optional there")
-    assert folder is not None
-    target = to or staging.site_target(profile)
-    if Path(ref).is_file():
-        result = staging.stage_file(Path(ref), folder, profile, target)
-    elif (build := _stack_build(ref, sets, ngc)) is not None:
-        stack_name, fingerprint, image_id = build
-        result = staging.stage_stack(stack_name, fingerprint, image_id, folder, target=target, compression=compress,
-                                     site=profile, log=info)
-    else:
-        result = staging.stage_ref(parse(ref), folder, target=target, compression=compress, site=profile,
-                                   insecure=insecure, ca_file=ca_file, log=info, written=ref)
+    folder = stage_dir(profile.shared_image_dir if profile else None, dest, site or "")
+    plan = staging.plan_stage(ref, folder, profile, to=to, compress=compress, is_stack=_is_stack(ref))
+    if dry_run:
+        if as_json:
+            emit_json({"plan": plan.as_json()})
+        else:
+            typer.echo(plan.describe(), nl=False)
+        return
+    if profile is not None and profile.compute_internet:
+        info(f"note: the compute nodes of {site} reach the internet; staging is optional there")
+    result = _stage(plan, profile, sets, ngc, insecure, ca_file)
     if as_json:
         emit_json(result.as_json())
         return
@@ -232,16 +227,32 @@ def stage(
     typer.echo(str(result.path))
 
 
-def _stack_build(name: str, sets: list[str] | None, ngc: str | None) -> tuple[str, str, str] | None:
-    """(stack, fingerprint, engine image id) when ``name`` is a stack; None when it is not one."""
+def _stage(plan, profile, sets, ngc, insecure, ca_file):  # type: ignore[no-untyped-def]
+    from ..cache import stage as staging
+
+    if plan.kind == "file":
+        return staging.stage_file(Path(plan.source), plan.folder, profile, plan.target)
+    if plan.kind == "stack":
+        stack_name, fingerprint, image_id = _stack_build(plan.source, sets, ngc)
+        return staging.stage_stack(stack_name, fingerprint, image_id, plan.folder, target=plan.target,
+                                   compression=plan.compression, site=profile, log=info)
+    return staging.stage_ref(parse(plan.source), plan.folder, target=plan.target, compression=plan.compression,
+                             site=profile, insecure=insecure, ca_file=ca_file, log=info, written=plan.source)
+
+
+def _is_stack(name: str) -> bool:
     from ..recipe.catalog import Catalog
 
-    catalog = Catalog.from_settings()
-    if "/" in name or ":" in name or name not in catalog.stack_names():
-        return None
+    return "/" not in name and ":" not in name and not Path(name).is_file() and \
+        name in Catalog.from_settings().stack_names()
+
+
+def _stack_build(name: str, sets: list[str] | None, ngc: str | None) -> tuple[str, str, str]:
+    """(stack, fingerprint, engine image id) of the stack's newest build."""
+    from ..recipe.catalog import Catalog
     from ..registry.daemon_push import stack_image
 
-    resolved = catalog.resolve(name, sets=list(sets or []), ngc=ngc)
+    resolved = Catalog.from_settings().resolve(name, sets=list(sets or []), ngc=ngc)
     image = stack_image(resolved.fingerprint)
     if image is None:
         again = " ".join(["ckit build", name, *(f"--set {s}" for s in sets or [])])

@@ -144,3 +144,18 @@ def test_stage_a_local_file_the_site_can_use_copies_it_verified(registry, busybo
     assert staged.returncode == 0, staged.stderr
     assert staged.stdout.strip() == str(shared / f"bb.{fmt}")
     assert (shared / f"bb.{fmt}").read_bytes() == (tmp_path / f"bb.{fmt}").read_bytes()
+
+
+def test_stage_dry_run_says_what_it_would_make_and_touches_nothing(tmp_path: Path) -> None:
+    sites, shared = site_copy(tmp_path, "taratest", "tara")
+    env = {"USER": "alice", "CKIT_SITES_PATH": str(sites)}
+    plan = ckit("stage", "nvcr.io/nvidia/pytorch:24.06-py3", "--site", "taratest", "--dry-run", "--json", env=env)
+    assert plan.returncode == 0, plan.stderr
+    assert json.loads(plan.stdout)["plan"] == {"source": "nvcr.io/nvidia/pytorch:24.06-py3", "kind": "registry",
+                                               "folder": str(shared), "target": "sif", "compression": "gzip:1",
+                                               "site": "taratest"}
+    text = ckit("stage", "demo", "--site", "taratest", "--to", "sqsh", "--dry-run", env=env)
+    assert text.stdout == f"stage demo (stack) into {shared} as .sqsh gzip:1\n"
+    assert not shared.exists()
+    bad = ckit("stage", "demo", "--site", "taratest", "--compress", "zstd", "--dry-run", env=env)
+    assert bad.returncode == 2 and "cannot mount zstd" in bad.stderr
