@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..cachedir.layout import CacheDir, image_ref_name, safe_name
+from ..cachedir.layout import CacheDir, image_ref_name, is_key, safe_name
 from ..errors import ConfigError, ConvertError, RegistryError
 from ..registry.reference import Reference
 from ..store import make_dir
@@ -157,8 +157,8 @@ def _cached(cache: CacheDir, want: Want, digest: str, offline: bool = False,
     ref = want.ref
     record = cache.read_ref("images", image_ref_name(ref.registry, ref.repository, digest, want.target,
                                                      want.compression))
-    if not record or not isinstance(record.get("key"), str):
-        return None
+    if not record or not is_key(record.get("key")):
+        return None  # a record names a key, never a path
     key = record["key"]
     if want.holder:
         cache.hold(key, want.holder)  # before looking: an evictor that sees no hold has not removed it yet

@@ -26,6 +26,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -35,6 +36,12 @@ from typing import Any
 from ..store import Entry, Store, make_dir
 
 HOLD_MAX_AGE = 24 * 3600.0  # a hold older than this is from a step that died without release
+_KEY = re.compile(r"^[0-9a-f]{64}$")
+
+
+def is_key(value: object) -> bool:
+    """A store key (64 hex digits): what a record must name before it becomes part of a path."""
+    return isinstance(value, str) and bool(_KEY.match(value))
 
 
 def safe_name(text: str) -> str:
@@ -110,11 +117,13 @@ class CacheDir:
 
     def artifact(self, key: str, target: str, verify: Any = None) -> Entry | None:
         """The published artifact of ``key`` (checked by the store), or None."""
-        return self.store.get(key, target, verify)
+        return self.store.get(key, target, verify) if is_key(key) else None
 
     # -- holds, use, access --------------------------------------------------------------------------
 
     def hold(self, key: str, holder: str) -> None:
+        if not is_key(key) or "/" in holder or holder in ("", ".", ".."):
+            raise ValueError(f"not a cache key and holder: {key!r} {holder!r}")
         path = self._dir("holds", key) / holder
         path.write_text(json.dumps({"pid": os.getpid(), "uid": os.getuid(), "time": int(time.time())}) + "\n")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .layout import safe_name
+from .layout import is_key, safe_name
 
 TARGETS = {"pyxis": "sqsh", "singularity": "sif", "apptainer": "sif"}
 
@@ -45,7 +45,7 @@ def _pick(folder: Path, pattern: str, target: str, allowed: tuple[str, ...]) -> 
     best: tuple[Path, dict[str, Any]] | None = None
     for path in (folder / "refs").glob(pattern):
         record = _load(path)
-        if not record or not isinstance(record.get("key"), str) or "/" in record["key"]:
+        if not record or not is_key(record.get("key")):
             continue
         algo = str(record.get("compression", "")).split(":")[0]
         if allowed and algo not in allowed:

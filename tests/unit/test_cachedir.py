@@ -153,3 +153,14 @@ def test_an_unstaged_reference_still_runs_from_the_registry(tmp_path: Path) -> N
     assert plan.image is not None and plan.image.kind == "ref"
     assert find_staged("x/y:1", runtime="podman", shared_dir=str(tmp_path), compressions=(), site="local",
                        stack=False) is None
+
+
+def test_a_record_names_a_key_never_a_path(tmp_path: Path) -> None:
+    cache = CacheDir(tmp_path / "cache")
+    outside = tmp_path / "elsewhere.sif"
+    outside.write_bytes(b"x")
+    stage_record(cache, "stacks", "evil.sif.gzip:1", "../../elsewhere")
+    assert lookup(cache.root, "evil", "sif", stack=True) is None
+    assert cache.artifact("../../elsewhere", "sif") is None
+    with pytest.raises(ValueError):
+        cache.hold("../../x", "1.0@n")
