@@ -27,11 +27,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,7 +77,7 @@ class Owner:
 
     @classmethod
     def me(cls, holder: str = "") -> Owner:
-        return cls(uuid.uuid4().hex, HOST, os.getpid(), process_start(os.getpid()), holder, time.time())
+        return cls(os.urandom(16).hex(), HOST, os.getpid(), process_start(os.getpid()), holder, time.time())
 
     @classmethod
     def parse(cls, data: bytes) -> Owner | None:
@@ -203,7 +201,7 @@ class Lease:
                     reported = now
                     who = seen[1].describe() if seen[1] else "an unknown holder"
                     self.on_wait(f"waiting for {who}, holding {self.path.name} for {now - began:.0f} s")
-                time.sleep(delay * random.uniform(0.7, 1.3))  # noqa: S311 - jitter, not a secret
+                time.sleep(delay * (0.7 + 0.6 * os.urandom(1)[0] / 255))  # jitter: waiters spread out
                 delay = min(delay * 1.5, MAX_POLL)
         except BaseException:
             self.own.unlink(missing_ok=True)

@@ -28,8 +28,6 @@ import contextlib
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -117,6 +115,8 @@ class Store:
     @contextmanager
     def workdir(self, key: str) -> Iterator[Path]:
         """Scratch folder of the producer of ``key`` (hold the key's lock), emptied before and after."""
+        import shutil  # here, not at the top: the importer's cached path never needs it
+
         self._ensure()
         folder = self.work / key
         shutil.rmtree(folder, ignore_errors=True)
@@ -128,6 +128,8 @@ class Store:
 
     def temp_path(self, key: str, suffix: str) -> Path:
         """A fresh temp name in ``artifacts/`` for a producer to write (same folder ⇒ atomic rename)."""
+        import tempfile
+
         self._ensure()
         fd, name = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=f".{suffix}.tmp", dir=self.artifacts)
         os.close(fd)
@@ -203,6 +205,9 @@ def _identity(path: Path) -> list[int]:
 
 def export(src: Path, dest: Path) -> Path:
     """Put a copy of ``src`` at ``dest`` atomically: hardlink when on the same filesystem, else copy."""
+    import shutil
+    import tempfile
+
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     if dest.exists() and os.path.samefile(src, dest):

@@ -28,7 +28,6 @@ import json
 import os
 import re
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,7 +97,7 @@ class CacheDir:
 
     def write_ref(self, kind: str, name: str, data: dict[str, Any]) -> None:
         folder = self._dir("refs", kind)
-        tmp = folder / f".{name[:80]}.{uuid.uuid4().hex}.tmp"
+        tmp = folder / f".{name[:80]}.{os.urandom(8).hex()}.tmp"
         try:
             tmp.write_text(json.dumps({**data, "time": int(time.time())}, indent=2, sort_keys=True) + "\n")
             tmp.chmod(0o644)
@@ -213,7 +212,7 @@ class CacheDir:
         """Delete one artifact unless a step holds it (see the module doc for the order of checks)."""
         if self.holders(entry.key):
             return False
-        aside = entry.path.with_name(f".evict.{entry.key}.{uuid.uuid4().hex}")
+        aside = entry.path.with_name(f".evict.{entry.key}.{os.urandom(8).hex()}")
         try:
             os.rename(entry.path, aside)
         except OSError:  # already gone, or not ours to remove (a sticky folder)

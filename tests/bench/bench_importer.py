@@ -12,6 +12,7 @@ folder from ``importer.yaml``.
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -98,6 +99,11 @@ def _anchor(work: Path, host: str, image: str) -> tuple[float, int]:
 ROUNDS = 3  # the machine is shared: each round times one cold get and one herd back to back
 
 
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _herd(uri: str, cache: Path) -> float:
     with ThreadPoolExecutor(max_workers=HERD) as pool:
         seconds = timed(lambda: list(pool.map(lambda j: get(uri, cache, job=j), range(HERD))))
@@ -110,11 +116,14 @@ def _herd(uri: str, cache: Path) -> float:
 def _measure(work: Path, host: str, image: str) -> list[BenchResult]:
     uri = f"docker://{host}#{image}"
     anchor_s, anchor_size = min(_anchor(work, host, image) for _ in range(2))
-    rounds = []
+    rounds, waiting_cpu = [], []
     for n in range(ROUNDS):
         cold_cache, herd_cache = work / f"cold-{n}", work / f"herd-{n}"
+        cpu = children_cpu()
         cold = timed(lambda cold_cache=cold_cache: get(uri, cold_cache))
+        cpu_cold, cpu = children_cpu() - cpu, children_cpu()
         rounds.append((cold, _herd(uri, herd_cache)))
+        waiting_cpu.append((children_cpu() - cpu - cpu_cold) / (HERD - 1))
         shutil.rmtree(herd_cache)
         if n:
             shutil.rmtree(cold_cache)
@@ -132,5 +141,6 @@ def _measure(work: Path, host: str, image: str) -> list[BenchResult]:
                     target="< 0.3", detail=f"median of {len(hits)}; min {hits[0]:.3f} s, max {hits[-1]:.3f} s"),
         BenchResult(f"{HERD} concurrent cold gets / one cold get (time)", ratios[len(ratios) // 2], target="<= 1.2",
                     detail=f"median of {ROUNDS} rounds ({', '.join(f'{h:.2f}/{c:.2f} s' for c, h in rounds)}); one "
-                           f"conversion; {HERD} processes on {JOBS} CPUs share them with it"),
+                           f"conversion; the {HERD - 1} waiting processes take {min(waiting_cpu):.2f} CPU s each "
+                           f"(start-up, HEAD, wait) from the {JOBS} CPUs the conversion uses"),
     ]
