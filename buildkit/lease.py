@@ -167,9 +167,12 @@ class Lease:
         try:
             os.link(self.own, self.path)
         except FileExistsError:
-            return False
+            # On NFS a retransmitted link whose first reply was lost fails with EEXIST although it worked:
+            # the link count of our own file says which it was.
+            if os.stat(self.own).st_nlink != 2:
+                return False
         except OSError:
-            if os.stat(self.own).st_nlink != 2:  # the link may have happened though the reply was lost
+            if os.stat(self.own).st_nlink != 2:
                 raise
         self._ino = os.stat(self.own).st_ino
         self.lost = False

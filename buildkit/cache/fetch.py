@@ -160,12 +160,12 @@ def _cached(cache: CacheDir, want: Want, digest: str, offline: bool = False,
     if not record or not is_key(record.get("key")):
         return None  # a record names a key, never a path
     key = record["key"]
-    if want.holder:
-        cache.hold(key, want.holder)  # before looking: an evictor that sees no hold has not removed it yet
+    if want.holder:  # hold and stamp the use before looking: an evictor that sees neither has not removed it yet
+        cache.hold(key, want.holder)
+    cache.touch(key)
     entry = cache.artifact(key, want.target, verifier(want.target))
     if entry is None:
         return None
-    cache.touch(key)
     return Served(entry.path, key, digest, False, offline, warnings)
 
 

@@ -14,10 +14,12 @@ image is also what the importer serves and what ``ckit launch`` finds::
     access/<registry>+<repo>/<uid>  the registry accepted this user's credentials for the repository
     access/<registry>+<repo>/public the repository answered without credentials
 
-A record under ``refs/`` only points: an entry whose artifact is gone or fails its check is a miss. Eviction
-renames an artifact aside, checks again that no step holds it (a reader takes its hold *before* it looks the
-file up), and only then deletes it; a hold that appeared meanwhile gets the file linked back. So a path the
-importer printed stays valid while its step holds it, and eviction never races a reader into a missing file.
+A record under ``refs/`` only points: an entry whose artifact is gone or fails its check is a miss. A reader takes
+its hold and stamps ``used/<key>`` *before* it looks the file up. Eviction renames an artifact aside, then checks
+again that no step holds it and that its use stamp did not move (the stamp is read by opening the file, which on
+NFS fetches fresh attributes even where a folder listing may lag), and only then deletes it; otherwise it links the
+file back. So a path the importer printed stays valid while its step holds it, and eviction never races a reader
+into a missing file.
 """
 
 from __future__ import annotations
@@ -161,6 +163,17 @@ class CacheDir:
         except PermissionError:
             pass
 
+    def use_stamp(self, key: str) -> int | None:
+        """The use marker's modification time (ns), read through an open file: fresh from an NFS server too."""
+        try:
+            fd = os.open(self.root / "used" / key, os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            return os.fstat(fd).st_mtime_ns
+        finally:
+            os.close(fd)
+
     def last_used(self, entry: Entry) -> float:
         try:
             return (self.root / "used" / entry.key).stat().st_mtime
@@ -210,6 +223,7 @@ class CacheDir:
 
     def remove(self, entry: CacheEntry | Entry) -> bool:
         """Delete one artifact unless a step holds it (see the module doc for the order of checks)."""
+        stamp = self.use_stamp(entry.key)
         if self.holders(entry.key):
             return False
         aside = entry.path.with_name(f".evict.{entry.key}.{os.urandom(8).hex()}")
@@ -218,7 +232,7 @@ class CacheDir:
         except OSError:  # already gone, or not ours to remove (a sticky folder)
             return False
         try:
-            if self.holders(entry.key):
+            if self.holders(entry.key) or self.use_stamp(entry.key) != stamp:
                 with contextlib.suppress(FileExistsError):
                     os.link(aside, entry.path)
                 return False

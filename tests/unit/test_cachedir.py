@@ -164,3 +164,20 @@ def test_a_record_names_a_key_never_a_path(tmp_path: Path) -> None:
     assert cache.artifact("../../elsewhere", "sif") is None
     with pytest.raises(ValueError):
         cache.hold("../../x", "1.0@n")
+
+
+def test_a_use_while_evicting_keeps_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader on another NFS client whose hold the evictor's folder listing does not show yet: its use stamp
+    (read by opening the marker, which fetches fresh attributes) moved, so the file is put back."""
+    cache = CacheDir(tmp_path)
+    key = put(cache, "a", used=time.time() - 100)
+    entry = cache.entries()[0]
+    real = cache.holders
+
+    def holders_then_use(k: str) -> tuple[str, ...]:
+        cache.touch(k)  # the reader stamps its use between the evictor's checks
+        return real(k)
+
+    monkeypatch.setattr(cache, "holders", holders_then_use)
+    assert cache.remove(entry) is False
+    assert cache.artifact(key, "sqsh") is not None

@@ -143,3 +143,21 @@ def test_garbage_in_a_lease_file_is_a_holder_that_never_beats(tmp_path: Path) ->
     with Lease(path, stale=0.3):
         pass
     assert not path.exists()
+
+
+def test_a_link_that_worked_but_reported_eexist_is_a_taken_lease(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """NFS: the reply to link() was lost, the client retransmitted, the server said EEXIST to the retry."""
+    real_link = os.link
+
+    def lost_reply(src: Path, dst: Path) -> None:
+        real_link(src, dst)
+        raise FileExistsError(17, "File exists")
+
+    monkeypatch.setattr(lease_mod.os, "link", lost_reply)
+    held = Lease(tmp_path / "k.lease")
+    assert held.try_acquire()
+    monkeypatch.setattr(lease_mod.os, "link", real_link)
+    assert not Lease(tmp_path / "k.lease").try_acquire()
+    held.release()
+    assert not (tmp_path / "k.lease").exists()
