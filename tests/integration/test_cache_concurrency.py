@@ -130,9 +130,12 @@ def test_eviction_under_concurrent_readers_loses_nothing_in_use(registry, tmp_pa
     home = shared_folder(tmp_path, "home")
     done, failures, evicted = threading.Event(), [], []
 
+    envs = {(n, cycle): pyxis_env(shared_folder(home, f"r{n}c{cycle}"), cache, job=50 + n, step=cycle)
+            for n in range(4) for cycle in range(4)}  # written before the threads start: no one rewrites them
+
     def reader(n: int) -> None:
         for cycle in range(4):
-            env = pyxis_env(home, cache, job=50 + n, step=cycle)
+            env = envs[(n, cycle)]
             got = importer("get", f"docker://{refs[(n + cycle) % 3].replace('/', '#', 1)}", env=env)
             if got.returncode != 0:
                 failures.append(got.stderr)
