@@ -311,15 +311,15 @@ def _is_stack(name: str) -> bool:
     from ..recipe.catalog import Catalog
 
     return "/" not in name and ":" not in name and not Path(name).is_file() and \
-        name in Catalog.from_settings().stack_names()
+        name in Catalog.from_dirs(SETTINGS.recipes_dirs).stack_names()
 
 
 def _stack_build(name: str, sets: list[str] | None, ngc: str | None) -> tuple[str, str, str]:
     """(stack, fingerprint, engine image id) of the stack's newest build."""
     from ..recipe.catalog import Catalog
-    from ..registry.daemon_push import stack_image
+    from ..registry.engine_images import stack_image
 
-    resolved = Catalog.from_settings().resolve(name, sets=list(sets or []), ngc=ngc)
+    resolved = Catalog.from_dirs(SETTINGS.recipes_dirs).resolve(name, sets=list(sets or []), ngc=ngc)
     image = stack_image(resolved.fingerprint)
     if image is None:
         again = " ".join(["ckit build", name, *(f"--set {s}" for s in sets or [])])

@@ -220,4 +220,6 @@ def _produce(p: ConvertPlan, store: store_mod.Store, check, progress: Reporter) 
             raise
         meta = {"source": p.source.text, "source_digest": p.source_digest, "target": p.target,
                 "compression": p.compression.label, "created": int(time.time())}
-        return store.publish(p.key, p.target, temp, meta, check)
+    # Published only once the scratch folder is gone: a kill from here on leaves at most the temp file, which
+    # the next producer removes; a kill after publishing would otherwise leave a folder no cache hit cleans.
+    return store.publish(p.key, p.target, temp, meta, check)
