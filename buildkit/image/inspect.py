@@ -7,12 +7,14 @@ The SIF header and descriptors are decoded in Python; files inside a squashfs ar
 from __future__ import annotations
 
 import datetime as dt
-import json
+import os
+import stat
 import struct
 from pathlib import Path
 from typing import Any
 
 from .. import process
+from ..config.jsondoc import parse as parse_json
 from ..errors import ConfigError, ConvertError
 from . import sif as S
 from . import sif_text as T
@@ -27,6 +29,8 @@ ENROOT_FILES = ("/etc/rc", "/etc/rc.local", "/etc/environment", "/etc/fstab")
 def detect(path: Path) -> str:
     """``"sif"`` or ``"sqsh"`` from the file's first bytes; ConfigError (exit 2) for anything else."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the open, a device never end
+            raise ConfigError(f"{path}: not a regular file", hint="give a .sif or .sqsh file")
         with open(path, "rb") as src:
             head = src.read(2048)
     except OSError as err:
@@ -99,8 +103,9 @@ def inspect_sif(path: Path) -> dict[str, Any]:
             report["deffile"] = _object_text(sif, desc)
         elif desc.datatype == S.DATA_GENERIC_JSON and desc.name == "oci-config.json":
             try:
-                report["oci_config"] = json.loads(sif.read_object(desc, limit=1 << 20))
-            except ValueError:
+                report["oci_config"] = parse_json(sif.read_object(desc, limit=1 << 20), "oci-config.json",
+                                                  expect=None)
+            except ConfigError:
                 report["oci_config"] = _object_text(sif, desc)
     part = sif.primary_partition()
     if part is None:
@@ -114,8 +119,8 @@ def inspect_sif(path: Path) -> dict[str, Any]:
     report["partition"] |= {"superblock": superblock(path, part.offset), "unsquashfs": squash.superblock_text()}
     labels = squash.cat("/.singularity.d/labels.json")
     try:
-        report["labels"] = json.loads(labels) if labels else None
-    except ValueError:
+        report["labels"] = parse_json(labels, "labels.json") if labels else None
+    except ConfigError:
         report["labels"] = labels
     report["environment"] = {p: squash.cat(p) for p in squash.listdir("/.singularity.d/env")}
     report["runscript"] = squash.cat("/.singularity.d/runscript")

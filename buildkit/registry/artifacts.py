@@ -22,6 +22,7 @@ from pathlib import Path
 from ..errors import IntegrityError, RegistryError
 from ..fsutil import atomic_path
 from ..oci.digest import of_bytes
+from ..oci.layout import descriptor
 from . import known_digests
 from .client import OCI_MANIFEST, Progress, RegistryClient
 from .reference import Reference
@@ -54,7 +55,8 @@ def detect_kind(path: Path) -> ArtifactKind:
 
 
 def kind_of_manifest(manifest: dict) -> ArtifactKind | None:
-    config_type = (manifest.get("config") or {}).get("mediaType")
+    config = manifest.get("config")
+    config_type = config.get("mediaType") if isinstance(config, dict) else None
     for kind in KINDS:
         if config_type == kind.config_type:
             return kind
@@ -114,7 +116,7 @@ _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,200}$")
 
 def output_name(ref: Reference, kind: ArtifactKind, title: str | None) -> str:
     """The layer's title when it is a plain file name, else ``<repo-basename>_<tag>.<suffix>``."""
-    if title and _SAFE_NAME.match(title) and title not in (".", ".."):
+    if title and _SAFE_NAME.fullmatch(title) and title not in (".", ".."):
         return title
     tag = ref.tag or (ref.digest or "latest").replace("sha256:", "")[:12]
     return f"{ref.repository.rsplit('/', 1)[-1]}_{tag}{kind.suffix}"
@@ -146,16 +148,19 @@ def pull_artifact(client: RegistryClient, ref: Reference, out_dir: Path, progres
         raise RegistryError(f"{ref} is not a .sif or .sqsh artifact (config media type "
                             f"{(data.get('config') or {}).get('mediaType')!r})",
                             hint="for a container image, pull with --to sif or --to sqsh to convert it")
-    layers = [x for x in data.get("layers", []) if x.get("mediaType") == kind.layer_type]
+    entries = data.get("layers") or []
+    if not isinstance(entries, list):
+        raise IntegrityError(f"{ref}: the manifest's layers must be a list")
+    layers = [d for d in (descriptor(x, f"{ref}: layer") for x in entries) if d.media_type == kind.layer_type]
     if len(layers) != 1:
         raise RegistryError(f"{ref}: expected one {kind.layer_type} layer, found {len(layers)}")
     layer = layers[0]
-    final = out_dir / (name or output_name(ref, kind, (layer.get("annotations") or {}).get(TITLE)))
-    size = int(layer["size"])
-    download_verified(client, ref.repository, layer["digest"], size, final, progress)
-    known_digests.remember(final, layer["digest"])
-    return PullResult(final, layer["digest"], manifest_digest, kind.name, size,
-                      dict(data.get("annotations") or {}))
+    final = out_dir / (name or output_name(ref, kind, layer.annotations.get(TITLE)))
+    download_verified(client, ref.repository, layer.digest, layer.size, final, progress)
+    known_digests.remember(final, layer.digest)
+    annotations = data.get("annotations")
+    return PullResult(final, layer.digest, manifest_digest, kind.name, layer.size,
+                      {k: str(v) for k, v in annotations.items()} if isinstance(annotations, dict) else {})
 
 
 def download_verified(client: RegistryClient, repo: str, digest: str, size: int, final: Path,

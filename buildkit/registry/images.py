@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config import limits
+from ..config.jsondoc import parse as parse_json
 from ..errors import ConfigError, IntegrityError
+from ..oci.archive import archive_images
 from ..oci.digest import of_bytes
 from ..oci.layout import Descriptor, OciLayout, descriptor, json_object
 from .artifacts import canonical_json
@@ -29,8 +31,6 @@ OCI_LAYER_TAR = "application/vnd.oci.image.layer.v1.tar"
 OCI_LAYER_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
 OCI_LAYER_ZSTD = "application/vnd.oci.image.layer.v1.tar+zstd"
 
-MAX_NESTING = 8  # an index inside an index inside …: bounded, so a self-listing index cannot loop
-MAX_CONFIG = 16 << 20
 
 Annotate = Callable[[dict[str, str]], dict[str, str]]  # image labels -> manifest annotations
 
@@ -45,19 +45,23 @@ class ImagePushResult:
 
 
 def _labels(config_bytes: bytes) -> dict[str, str]:
+    """The image labels, or none when the config is not what an image config looks like."""
     try:
-        config = json.loads(config_bytes)
-    except ValueError:
+        config = parse_json(config_bytes, "image config", error=IntegrityError)
+    except IntegrityError:
         return {}
-    return {k: str(v) for k, v in ((config.get("config") or {}).get("Labels") or {}).items()}
+    inner = config.get("config")
+    labels = inner.get("Labels") if isinstance(inner, dict) else None
+    return {k: str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
 
 
 def with_annotations(manifest: bytes, media_type: str, annotations: dict[str, str]) -> bytes:
     """The manifest with ``annotations`` merged in (OCI types only: Docker schema 2 has no annotations)."""
     if media_type not in (OCI_MANIFEST, OCI_INDEX) or not annotations:
         return manifest
-    data = json.loads(manifest)
-    data["annotations"] = dict(sorted({**(data.get("annotations") or {}), **annotations}.items()))
+    data = parse_json(manifest, "manifest", error=IntegrityError)
+    present = data.get("annotations")
+    data["annotations"] = dict(sorted({**(present if isinstance(present, dict) else {}), **annotations}.items()))
     return canonical_json(data)
 
 
@@ -81,10 +85,16 @@ def push_oci_layout(client: RegistryClient, ref: Reference, root: Path, tag: str
     layout = OciLayout(root, f"oci:{root}")
     counter = [0, 0]
     labels: dict[str, str] = {}
+    pushed: dict[str, str] = {}  # each manifest once: an index listing the same child many times cannot fan out
+    max_depth, max_count = limits.size("index_depth"), limits.size("index_manifests")
 
     def push_manifest(desc: Descriptor, reference: str, top: bool, depth: int = 0) -> str:
-        if depth > MAX_NESTING:
-            raise IntegrityError(f"{layout.what}: image indexes nest deeper than {MAX_NESTING} levels")
+        if desc.digest in pushed and not top:
+            return pushed[desc.digest]
+        if depth > max_depth or len(pushed) >= max_count:
+            raise IntegrityError(f"{layout.what}: image indexes nest deeper than {max_depth} levels or list more "
+                                 f"than {max_count} manifests", hint="CKIT_MAX_INDEX_DEPTH and "
+                                 "CKIT_MAX_INDEX_MANIFESTS raise the limits")
         data = layout.read_blob(desc)
         body = json_object(data, f"{layout.what}: manifest {desc.digest}")
         media_type = desc.media_type or str(body.get("mediaType") or OCI_MANIFEST)
@@ -97,7 +107,7 @@ def push_oci_layout(client: RegistryClient, ref: Reference, root: Path, tag: str
             layers = [descriptor(x, f"{layout.what}: layers[{n}] of {desc.digest}")
                       for n, x in enumerate(_list(body, "layers", layout.what))]
             if top:
-                labels.update(_labels(layout.read_blob(config, limit=MAX_CONFIG)))
+                labels.update(_labels(layout.read_blob(config, limit=limits.size("config_size"))))
             for blob in [config, *layers]:
                 counter[0] += blob.size
                 with layout.open_blob(blob.digest) as handle:  # a regular file inside the layout, never a link
@@ -105,7 +115,8 @@ def push_oci_layout(client: RegistryClient, ref: Reference, root: Path, tag: str
                                                      progress=progress)
         if top:
             data = with_annotations(data, media_type, annotate(labels))
-        return client.put_manifest(ref.repository, reference, data, media_type)
+        pushed[desc.digest] = client.put_manifest(ref.repository, reference, data, media_type)
+        return pushed[desc.digest]
 
     digest = push_manifest(select(layout, tag), ref.tag or ref.reference, top=True)
     return ImagePushResult(str(ref.with_digest(digest)), digest, counter[0], counter[1], labels)
@@ -134,6 +145,16 @@ def _hash_member(archive: tarfile.TarFile, member: tarfile.TarInfo) -> tuple[str
     return "sha256:" + h.hexdigest(), head
 
 
+def _read_member(archive: tarfile.TarFile, name: str, what: str) -> bytes:
+    """A small member (manifest.json, the config), size-capped before it is read."""
+    member = archive.getmember(name)
+    limit = limits.size("config_size")
+    source = archive.extractfile(member)
+    if source is None or member.size > limit:
+        raise IntegrityError(f"{what}: member {name!r} is not a file of at most {limit} bytes")
+    return source.read(limit + 1)
+
+
 def _layer_type(head: bytes) -> str:
     if head[:2] == b"\x1f\x8b":
         return OCI_LAYER_GZIP
@@ -149,20 +170,21 @@ def push_docker_archive(client: RegistryClient, ref: Reference, path: Path, anno
     except (OSError, tarfile.TarError) as err:
         raise ConfigError(f"docker-archive:{path}: not a readable tar archive ({err})") from err
     with archive:
+        what = f"docker-archive:{path}"
         try:
-            entries = json.loads(archive.extractfile("manifest.json").read())  # type: ignore[union-attr]
-        except (KeyError, AttributeError, ValueError) as err:
-            raise ConfigError(f"docker-archive:{path}: no manifest.json",
+            entries = archive_images(_read_member(archive, "manifest.json", what), what)
+        except (KeyError, AttributeError) as err:
+            raise ConfigError(f"{what}: no manifest.json",
                               hint="write the archive with `docker save` or `podman save --format docker-archive`") from err
         if len(entries) != 1:
-            raise ConfigError(f"docker-archive:{path}: holds {len(entries)} images; ckit pushes one")
+            raise ConfigError(f"{what}: holds {len(entries)} images; ckit pushes one")
         entry = entries[0]
-        config_bytes = archive.extractfile(entry["Config"]).read()  # type: ignore[union-attr]
+        config_bytes = _read_member(archive, entry.config, what)
         config_digest = of_bytes(config_bytes)
         uploaded = client.upload_blob(ref.repository, io.BytesIO(config_bytes), config_digest, len(config_bytes))
         layers = []
         total = len(config_bytes)
-        for name in entry["Layers"]:
+        for name in entry.layers:
             member = archive.getmember(name)
             digest, head = _hash_member(archive, member)
             layers.append({"mediaType": _layer_type(head), "digest": digest, "size": member.size})
