@@ -28,6 +28,7 @@ from typing import Any
 
 import requests
 import urllib3
+import urllib3.connection
 from requests.adapters import HTTPAdapter
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
@@ -60,22 +61,37 @@ _active = threading.local()
 
 
 class _Watched:
-    """Connection pools that tell the current thread's watchdog which connection its request uses."""
+    """Connections that tell the current thread's watchdog which socket its request uses (``http.client`` drops
+    ``sock`` from the connection once an answer that closes it has begun, so it is kept at ``getresponse``)."""
 
-    def _get_conn(self, timeout: float | None = None) -> Any:
-        conn = super()._get_conn(timeout)  # type: ignore[misc]
+    def _watch(self) -> None:
         dog = getattr(_active, "dog", None)
         if dog is not None:
-            dog.conn = conn
-        return conn
+            dog.conn, dog.sock = self, getattr(self, "sock", None) or dog.sock
+
+    def request(self, *args: Any, **kwargs: Any) -> Any:
+        self._watch()
+        return super().request(*args, **kwargs)  # type: ignore[misc]
+
+    def getresponse(self, *args: Any, **kwargs: Any) -> Any:
+        self._watch()
+        return super().getresponse(*args, **kwargs)  # type: ignore[misc]
 
 
-class _HTTPPool(_Watched, HTTPConnectionPool):
+class _HTTPConnection(_Watched, urllib3.connection.HTTPConnection):
     pass
 
 
-class _HTTPSPool(_Watched, HTTPSConnectionPool):
+class _HTTPSConnection(_Watched, urllib3.connection.HTTPSConnection):
     pass
+
+
+class _HTTPPool(HTTPConnectionPool):
+    ConnectionCls = _HTTPConnection
+
+
+class _HTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _HTTPSConnection
 
 
 _POOLS = {"http": _HTTPPool, "https": _HTTPSPool}
@@ -107,13 +123,14 @@ class Watchdog:
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self.conn: Any = None
+        self.sock: Any = None
         self.fired = False
         self._timer = threading.Timer(seconds, self._fire)
         self._timer.daemon = True
 
     def _fire(self) -> None:
         self.fired = True
-        sock = getattr(self.conn, "sock", None)
+        sock = getattr(self.conn, "sock", None) or self.sock
         if sock is not None:
             with suppress(OSError):  # the plain socket's shutdown wakes the reader without touching TLS state
                 socket.socket.shutdown(sock, socket.SHUT_RDWR)
@@ -142,11 +159,15 @@ def _retry_after(response: requests.Response) -> float | None:
     return max(0.0, when.timestamp() - time.time()) if when is not None else None
 
 
+class _BrokenBody(requests.exceptions.ConnectionError):
+    """The connection broke while an answer's body was being read."""
+
+
 def _transient(err: requests.RequestException) -> bool:
     """A connection that broke or stalled (worth a retry), not one refused, unresolved or failing TLS."""
     if isinstance(err, (requests.exceptions.SSLError, requests.exceptions.ConnectTimeout)):
         return False
-    if isinstance(err, (requests.exceptions.ReadTimeout, requests.exceptions.ChunkedEncodingError)):
+    if isinstance(err, (requests.exceptions.ReadTimeout, requests.exceptions.ChunkedEncodingError, _BrokenBody)):
         return True
     reason = err.args[0] if err.args else None
     reason = getattr(reason, "reason", reason)
@@ -175,9 +196,11 @@ def exchange(s: requests.Session, method: str, url: str, *, what: str, limit: in
             if dog.fired:
                 raise _late(what, deadline) from err
             if not (can_retry and method in IDEMPOTENT and _transient(err)):
+                if isinstance(err, _BrokenBody):
+                    raise RegistryError(f"{what}: the answer broke off ({err})") from err
                 raise
-            _sleep(_wait(attempt, policy, None), what, f"the connection broke ({err.__class__.__name__})",
-                   attempt, policy)
+            cause = err if isinstance(err, _BrokenBody) else err.__class__.__name__
+            _sleep(_wait(attempt, policy, None), what, f"the connection broke ({cause})", attempt, policy)
             continue
         status = response.status_code
         if can_retry and (status in RETRY_ANY_METHOD or (method in IDEMPOTENT and status in RETRY_IDEMPOTENT)):
@@ -201,7 +224,7 @@ def _send(s: requests.Session, method: str, url: str, what: str, limit: int, str
         response.close()
         if dog.fired:
             raise _late(what, dog.seconds) from err
-        raise RegistryError(f"{what}: the answer broke off ({err.__class__.__name__})") from err
+        raise _BrokenBody(err.__class__.__name__) from err
     except BaseException:
         response.close()
         raise
