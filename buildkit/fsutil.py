@@ -32,7 +32,7 @@ from .errors import CkitError, ConfigError, FileError, os_error
 
 NAME_MAX = 255
 PATH_MAX = 4096
-STALE_AFTER = 10.0  # seconds: a temp file younger than this may be one whose writer has not locked it yet
+STALE_AFTER = 2.0  # seconds: a temp file younger than this may be one whose writer has not locked it yet
 _KINDS = {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFIFO: "a FIFO",
           stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}
 

@@ -161,12 +161,15 @@ def scan(f: BinaryIO, start: int, end: int, what: str) -> Iterator[Member]:
             return
         try:
             valid = _checksum_ok(buf)
-            mode, uid, gid, size, mtime = _numbers(buf)
         except ValueError:
             valid = False
         if not valid:
             raise ConvertError(f"{what}: bad tar header checksum at byte {pos - start}",
                                hint="the layer is corrupt or not a tar")
+        try:
+            mode, uid, gid, size, mtime = _numbers(buf)
+        except ValueError:
+            raise _bad(what, pos - start, "a numeric field of the header is not a number") from None
         if size < 0 or uid < 0 or gid < 0:  # a negative size would move the scan backwards, for ever
             raise _bad(what, pos - start, f"negative size or id ({size}, {uid}, {gid})")
         kind = buf[156:157] or tarfile.REGTYPE
