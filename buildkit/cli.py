@@ -10,16 +10,37 @@ traceback is printed only with ``--debug``.
 
 from __future__ import annotations
 
-import importlib
+import _signal  # the C module: ``signal`` imports enum, which alone takes longer than a quick Ctrl-C
+import os
 import sys
-import traceback
-from typing import Any
+
+
+def _interrupted_during_start_up(signum: int, frame: object) -> None:
+    os.write(2, b"ckit: interrupted\n")
+    os._exit(130)
+
+
+if __name__ == "__main__" or os.path.basename(sys.argv[0] or "") == "ckit":  # the program, not an import by tests
+    _signal.signal(_signal.SIGINT, _interrupted_during_start_up)
+
+def _unraisable(info: object) -> None:
+    """A Ctrl-C that lands in a callback Python cannot raise from (an import lock's weakref callback, a
+    finaliser) would be printed as "Exception ignored … KeyboardInterrupt" and lost: raise it again instead."""
+    if isinstance(getattr(info, "exc_value", None), KeyboardInterrupt):
+        import _thread
+
+        _thread.interrupt_main()
+        return
+    sys.__unraisablehook__(info)  # type: ignore[arg-type]
+
 
 # Command modules in the order `ckit --help` lists them; importing one registers its commands on ``app``.
 COMMAND_MODULES = ("recipes", "build", "convert", "inspect", "registry", "sites", "launch")
 
 
-def _app() -> Any:
+def _app():  # type: ignore[no-untyped-def]
+    import importlib
+
     from .cliapp import app
 
     for module in COMMAND_MODULES:
@@ -39,12 +60,13 @@ def _say(message: str, *, error: bool = False) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run ckit; return the exit code (usage errors 2, CkitError subclasses their own code)."""
-    from .errors import CkitError, os_error
-
     args = argv if argv is not None else sys.argv[1:]
-    debug = "--debug" in args
+    previous = sys.unraisablehook
     try:
-        _app()(args=args, prog_name="ckit", standalone_mode=True)
+        app = _app()
+        sys.unraisablehook = _unraisable
+        _signal.signal(_signal.SIGINT, _signal.default_int_handler)  # from here on Ctrl-C is KeyboardInterrupt
+        app(args=args, prog_name="ckit", standalone_mode=True)
     except SystemExit as done:
         if _caused_by_interrupt(done):  # typer turns Ctrl-C into a silent exit 130
             _say("ckit: interrupted")
@@ -55,20 +77,31 @@ def main(argv: list[str] | None = None) -> int:
         _say("ckit: interrupted")
         return 130
     except Exception as err:  # noqa: BLE001 - the one place that turns any error into one line
-        if debug:
-            traceback.print_exc()
-        if isinstance(err, CkitError):
-            _say(f"ckit: error: {err}", error=True)
-            return err.exit_code
-        if isinstance(err, OSError):
-            _say(f"ckit: error: {os_error(err, action='read or write')}", error=True)
-        elif isinstance(err, MemoryError):
-            _say("ckit: error: out of memory", error=True)
-        else:
-            _say(f"ckit: internal error: {err.__class__.__name__}: {str(err)[:200]}\n  hint: this is a bug in "
-                 "ckit; run again with --debug for the traceback and report it", error=True)
-        return 1
+        return _report(err, debug="--debug" in args)
+    finally:
+        sys.unraisablehook = previous
     return 0
+
+
+def _report(err: Exception, *, debug: bool) -> int:
+    """One line for ``err`` (its traceback too with --debug); the exit code."""
+    from .errors import CkitError, os_error
+
+    if debug:
+        import traceback
+
+        traceback.print_exc()
+    if isinstance(err, CkitError):
+        _say(f"ckit: error: {err}", error=True)
+        return err.exit_code
+    if isinstance(err, OSError):
+        _say(f"ckit: error: {os_error(err, action='read or write')}", error=True)
+    elif isinstance(err, MemoryError):
+        _say("ckit: error: out of memory", error=True)
+    else:
+        _say(f"ckit: internal error: {err.__class__.__name__}: {str(err)[:200]}\n  hint: this is a bug in ckit; "
+             "run again with --debug for the traceback and report it", error=True)
+    return 1
 
 
 def _caused_by_interrupt(exc: BaseException) -> bool:

@@ -259,3 +259,68 @@ def test_a_docker_archive_member_linked_to_a_device_is_not_read(tmp_path: Path) 
     ran = run("convert", f"docker-archive:{archive}", "--to", "sqsh", "-o", str(tmp_path / "o.sqsh"),
               env={"CKIT_CACHE_DIR": str(tmp_path / "cache")}, timeout=30)
     clean_failure(ran, 1, says="no member 'dev/zero'")
+
+
+# --- OCI layouts: indexes that nest, fan out or list themselves; blobs that are FIFOs -------------------------------
+def test_an_index_json_nested_too_deep_is_refused(tmp_path: Path) -> None:
+    source = oci_layout(tmp_path / "layout", [GOOD + END])
+    (tmp_path / "layout" / "index.json").write_text('{"manifests": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    ran = run("convert", source, "--to", "sqsh", "-o", str(tmp_path / "o.sqsh"),
+              env={"CKIT_CACHE_DIR": str(tmp_path / "cache")})
+    clean_failure(ran, 4, says="index.json nests")
+
+
+def test_a_blob_that_is_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    import os
+
+    from tests.integration.hostile_images import layer_blob
+
+    source = oci_layout(tmp_path / "layout", [GOOD + END], compress=False)
+    blob = layer_blob(tmp_path / "layout")
+    blob.unlink()
+    os.mkfifo(blob)
+    ran = run("convert", source, "--to", "sqsh", "-o", str(tmp_path / "o.sqsh"),
+              env={"CKIT_CACHE_DIR": str(tmp_path / "cache")}, timeout=30)
+    clean_failure(ran, 4, says="is not a regular file")
+
+
+def fan_out_layout(path: Path, fan: int, depth: int) -> str:
+    """An image index that lists the next one ``fan`` times, ``depth`` levels deep: ``fan ** depth`` visits
+    for a walker that does not remember what it has seen."""
+    oci_layout(path, [GOOD + END])
+    desc = json.loads((path / "index.json").read_text())["manifests"][0]
+    child = {k: desc[k] for k in ("mediaType", "digest", "size")}
+    child["platform"] = {"architecture": "amd64", "os": "linux"}
+    for _ in range(depth):
+        data = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+                           "manifests": [child] * fan}).encode()
+        (path / "blobs" / "sha256" / sha(data).split(":")[1]).write_bytes(data)
+        child = {"mediaType": "application/vnd.oci.image.index.v1+json", "digest": sha(data), "size": len(data),
+                 "platform": {"architecture": "amd64", "os": "linux"}}
+    top = {**child, "annotations": {"org.opencontainers.image.ref.name": "fan"}}
+    (path / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [top]}))
+    return f"oci:{path}:fan"
+
+
+def test_pushing_an_index_that_fans_out_visits_each_manifest_once(tmp_path: Path) -> None:
+    from tests.integration.hostile_registry import HostileServer, Seen
+
+    manifests: dict[str, bytes] = {}
+
+    def registry(request: Seen):  # type: ignore[no-untyped-def]
+        path = request.path.split("?")[0]
+        if request.method == "HEAD" and "/blobs/" in path:
+            return 200, {}, b""  # every blob is there already: only manifests are pushed
+        if request.method == "PUT" and "/manifests/" in path:
+            manifests[path] = request.body
+            return 201, {"Docker-Content-Digest": sha(request.body)}, b""
+        return (200, {}, b"{}") if path == "/v2/" else (404, {}, b"")
+
+    server = HostileServer(registry)
+    source = fan_out_layout(tmp_path / "layout", fan=50, depth=6)  # 50**6 = 15.6 billion visits before
+    with server:
+        ran = run("push", source, f"{server.host}/team/app:1", env={"CKIT_CACHE_DIR": str(tmp_path / "c")},
+                  timeout=60)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    puts = [r for r in server.seen if r.method == "PUT"]
+    assert len(puts) == 7  # the image manifest and six indexes, each once
