@@ -39,10 +39,16 @@ def _limit() -> None:
 def run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 120,
         stdin: str | None = None) -> Ran:
     """``ckit ARGS…`` in a child process; its exit code, output, duration and peak RSS."""
+    return spawn([sys.executable, "-m", "buildkit.cli", *args], env=env, cwd=cwd, timeout=timeout, stdin=stdin)
+
+
+def spawn(argv: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 120,
+          stdin: str | None = None) -> Ran:
+    """``argv`` in a child process under the address-space limit; its exit code, output, duration, peak RSS."""
     full_env = {**os.environ, **(env or {})}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", "buildkit.cli", *args], stdout=out, stderr=err,  # noqa: S603
+        proc = subprocess.Popen(argv, stdout=out, stderr=err,  # noqa: S603
                                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                                 env=full_env, cwd=cwd or tempfile.gettempdir(), preexec_fn=_limit)
         if stdin is not None:
