@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import process
 from ..config.jsondoc import parse as parse_json
-from ..errors import ConfigError, ConvertError
+from ..errors import CommandFailed, ConfigError, ConvertError
 from . import sif as S
 from . import sif_text as T
 
@@ -60,6 +60,13 @@ def superblock(path: Path, offset: int = 0) -> dict[str, Any]:
     }
 
 
+MAX_SHOWN = 1 << 20  # bytes of one file inside an image that inspect shows
+
+
+class _TooLarge(Exception):
+    pass
+
+
 class SquashReader:
     """Reads single files of a squashfs (standalone or embedded at ``offset``) through ``unsquashfs``."""
 
@@ -70,11 +77,21 @@ class SquashReader:
     def _argv(self, *args: str) -> list[str]:
         return ["unsquashfs", "-o", str(self.offset), *args]
 
-    def cat(self, inner: str) -> str | None:
-        """The text of ``inner`` (absolute path in the image), or None when it is absent."""
-        result = process.run(self._argv("-cat", str(self.path), inner.lstrip("/")), check=False,
-                             step=f"read {inner}")
-        return result.stdout if result.returncode == 0 else None
+    def cat(self, inner: str, limit: int = MAX_SHOWN) -> str | None:
+        """The text of ``inner`` (absolute path in the image), or None when it is absent. At most ``limit``
+        bytes are read: a hostile image's /etc/rc may be gigabytes of holes."""
+        try:
+            with process.stream_stdout(self._argv("-cat", str(self.path), inner.lstrip("/")),
+                                       step=f"read {inner}") as proc:
+                data = proc.stdout.read(limit + 1)  # type: ignore[union-attr]
+                if len(data) > limit:
+                    raise _TooLarge
+                proc.stdout.read()  # type: ignore[union-attr]
+        except _TooLarge:
+            return f"(more than {limit} bytes: not shown)"
+        except CommandFailed:
+            return None
+        return data.decode(errors="replace")
 
     def listdir(self, inner: str) -> list[str]:
         """Absolute paths directly inside the directory ``inner``."""

@@ -109,6 +109,23 @@ def _pax_time(headers: dict[str, str], default: float, what: str, name: str) -> 
     return value
 
 
+def _header_numbers(buf: bytes, at: int, what: str) -> tuple[int, int, int, int, int]:
+    """mode, uid, gid, size, mtime of a header whose checksum holds; sizes and ids are never negative."""
+    try:
+        valid = _checksum_ok(buf)
+    except ValueError:
+        valid = False
+    if not valid:
+        raise ConvertError(f"{what}: bad tar header checksum at byte {at}", hint="the layer is corrupt or not a tar")
+    try:
+        mode, uid, gid, size, mtime = _numbers(buf)
+    except ValueError:
+        raise _bad(what, at, "a numeric field of the header is not a number") from None
+    if size < 0 or uid < 0 or gid < 0:  # a negative size would move the scan backwards, for ever
+        raise _bad(what, at, f"negative size or id ({size}, {uid}, {gid})")
+    return mode, uid, gid, size, mtime
+
+
 def _bad(what: str, at: int, why: str) -> ConvertError:
     return ConvertError(f"{what}: {why} (tar header at byte {at})",
                         hint="the layer is corrupt, truncated or hostile; it was not converted")
@@ -159,19 +176,7 @@ def scan(f: BinaryIO, start: int, end: int, what: str) -> Iterator[Member]:
             if pread(fd, end - pos, pos).strip(b"\0"):
                 raise _bad(what, pos - start, "the layer ends inside a tar header (truncated)")
             return
-        try:
-            valid = _checksum_ok(buf)
-        except ValueError:
-            valid = False
-        if not valid:
-            raise ConvertError(f"{what}: bad tar header checksum at byte {pos - start}",
-                               hint="the layer is corrupt or not a tar")
-        try:
-            mode, uid, gid, size, mtime = _numbers(buf)
-        except ValueError:
-            raise _bad(what, pos - start, "a numeric field of the header is not a number") from None
-        if size < 0 or uid < 0 or gid < 0:  # a negative size would move the scan backwards, for ever
-            raise _bad(what, pos - start, f"negative size or id ({size}, {uid}, {gid})")
+        mode, uid, gid, size, mtime = _header_numbers(buf, pos - start, what)
         kind = buf[156:157] or tarfile.REGTYPE
         header_at, data_at = pos, pos + BLOCK
         pos = data_at + (size + BLOCK - 1) // BLOCK * BLOCK

@@ -136,3 +136,19 @@ def test_inspect_of_a_fifo_does_not_block(tmp_path: Path) -> None:
     fifo = tmp_path / "x.sif"
     os.mkfifo(fifo)
     clean_failure(run("inspect", str(fifo), timeout=30), 2, says="not a regular file")
+
+
+def test_inspect_shows_at_most_a_megabyte_of_a_huge_file_in_the_image(tmp_path: Path) -> None:
+    import subprocess
+
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    with (root / "etc" / "rc").open("wb") as rc:
+        rc.truncate(1 << 30)  # 1 GiB of holes: a few bytes in the squashfs, a gigabyte when read
+    image = tmp_path / "huge.sqsh"
+    subprocess.run(["mksquashfs", str(root), str(image), "-quiet", "-no-progress", "-comp", "zstd"], check=True,
+                   capture_output=True)
+    ran = run("inspect", str(image), "--json", timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["files"]["/etc/rc"] == f"(more than {1 << 20} bytes: not shown)"
+    assert ran.max_rss < 300 << 20, f"peak memory {ran.max_rss >> 20} MiB"

@@ -166,3 +166,12 @@ def test_a_lock_file_replaced_by_a_folder_is_one_error(tmp_path: Path, image: st
         lock.mkdir()
     ran = convert(tmp_path, image, tmp_path / "two.sqsh")
     clean_failure(ran, 1, says="Is a directory")
+
+
+def test_build_refuses_an_output_folder_that_is_a_file_before_building(tmp_path: Path, podman) -> None:  # type: ignore[no-untyped-def]
+    not_a_folder = tmp_path / "out"
+    not_a_folder.write_text("a file")
+    ran = run("build", "demo", "--to", "image,sqsh", "-o", str(not_a_folder), timeout=120,
+              env={"CKIT_CACHE_DIR": str(tmp_path / "cache")})
+    clean_failure(ran, 2, says="is a file, not a folder")
+    assert not_a_folder.read_text() == "a file"
