@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import __version__
-from .config import limits
-from .config.jsondoc import parse as parse_json
-from .engine.base import BuildListener, BuildRequest, BuiltImage, Engine, context_digest
+from .config import jsondoc, limits
+from .engine.base import BuildEvent, BuildListener, BuildRequest, BuiltImage, Engine, context_digest
 from .errors import ConfigError
 from .fsutil import check_output, read_capped
+from .progress import SILENT, Meter, Reporter
 from .render.context import ContextFile
 
 if TYPE_CHECKING:
@@ -208,12 +208,14 @@ def execute(
     plan: BuildPlan,
     engine: Engine,
     context: Sequence[ContextFile],
-    listener: BuildListener,
+    listener: BuildListener = lambda event: None,
     *,
     cached: BuiltImage | None = None,
     on_phase: Callable[[str], None] = lambda message: None,
+    progress: Reporter = SILENT,
 ) -> BuildResult:
-    """Build (unless an earlier build of the same key is there), then produce every output of the plan."""
+    """Build (unless an earlier build of the same key is there), then produce every output of the plan.
+    ``listener`` gets every line of the engine's log; ``progress`` shows the build steps and conversions."""
     started = time.monotonic()
     for output in plan.outputs:  # before building: an output ckit may not replace fails fast
         check_output(output.path, flag="-o")
@@ -224,7 +226,9 @@ def execute(
         built = cached
     else:
         on_phase(f"building {plan.stack} with {plan.engine} -> {plan.product_name}")
-        built = engine.build(plan.request(context), listener)
+        with progress.meter(f"building {plan.stack}", unit="steps") as meter:
+            meter.describe(f"building {plan.stack}: starting")
+            built = engine.build(plan.request(context), _metered(plan.stack, listener, meter))
     artifacts = []
     if plan.product == "image":
         artifacts.append(ArtifactResult("image", built.ref, built.image_id, built.size, built.seconds,
@@ -239,11 +243,25 @@ def execute(
 
             on_phase(f"converting {plan.tag} to .{output.kind} -> {output.path}")
             output.path.parent.mkdir(parents=True, exist_ok=True)
-            converted = convert(source, output.kind, output=output.path)
+            converted = convert(source, output.kind, output=output.path, progress=progress)
             artifacts.append(ArtifactResult(
                 output.kind, str(converted.path), converted.source_digest, converted.size, converted.seconds,
                 converted.cache_hit, {"compression": str(converted.compression)}))
     return BuildResult(plan, tuple(artifacts), time.monotonic() - started)
+
+
+def _metered(stack: str, listener: BuildListener, meter: Meter) -> BuildListener:
+    """The listener, and the build's meter moved on at each step: ``building demo, step 6/12: RUN …`` with 5
+    of 12 steps done (the count is only in the description, so the two never disagree)."""
+
+    def on_event(event: BuildEvent) -> None:
+        if event.step is not None and event.steps:
+            meter.total(event.steps, completed=event.step - 1)
+            action = " ".join(event.line.split(":", 1)[-1].split())
+            meter.describe(f"building {stack}, step {event.step}/{event.steps}: {action[:50]}")
+        listener(event)
+
+    return on_event
 
 
 @contextmanager
@@ -286,34 +304,23 @@ def prepare(
     tag: str | None = None,
     lock_file: Path | None = None,
     dry_run: bool = False,
+    recipes_dirs: Sequence[Path] = (),
 ) -> Prepared:
-    """Resolve the stack (pinned by ``lock_file`` when given), pick the engine, render the context, plan,
-    and ask the engine for a cached result."""
-    from .engine.base import Selection, get_engine, select_engine
+    """Resolve the stack (pinned by ``lock_file`` when given; user folders ``recipes_dirs`` over the
+    built-ins), pick the engine, render the context, plan, and ask the engine for a cached result."""
     from .recipe.catalog import Catalog
     from .render.context import build_context
 
     lock = read_lock(lock_file, stack) if lock_file is not None else None
     if lock is not None:
         sets, ngc = sets or lock["sets"], ngc or lock["ngc"]
-    resolved = Catalog.from_settings().resolve(stack, sets=list(sets), ngc=ngc)
+    resolved = Catalog.from_dirs(recipes_dirs).resolve(stack, sets=list(sets), ngc=ngc)
     base_override = None
     if lock is not None:
         base_override = check_lock(lock, lock_file, resolved)  # type: ignore[arg-type]
     if tag is not None:
         check_tag(tag)
-    wanted = None if to is None else {t.strip() for t in to.split(",")}
-    products = ("image",) if wanted and wanted & {"image", "sqsh"} else ("image", "sif")
-    try:
-        selection = select_engine(engine_name, products=products)
-    except ConfigError as err:
-        if not dry_run or engine_name == "auto":
-            raise
-        # A plan for a named engine that is not reachable here still shows what would be done.
-        selection = Selection(get_engine(engine_name), f"{engine_name} (not available here: {err.message})")
-        available = False
-    else:
-        available = True
+    selection, available = _select(engine_name, to, dry_run)
     engine = selection.engine
     targets = parse_targets(to, engine.product)
     context = build_context(resolved, fmt=engine.context_format, base_override=base_override)
@@ -323,6 +330,26 @@ def prepare(
         return Prepared(plan, engine, context, None)
     plan, cached = check_cache(plan, engine, context)
     return Prepared(plan, engine, context, cached)
+
+
+def _select(engine_name: str, to: str | None, dry_run: bool) -> tuple[Any, bool]:
+    """The engine selection, and whether it can build here. A dry run only prints the plan, so it needs no
+    engine: it plans for the one named (or, for auto, the first that can make the targets) and says it is
+    not available."""
+    from .engine.base import AUTO_ORDER, Selection, get_engine, select_engine
+
+    wanted = None if to is None else {t.strip() for t in to.split(",")}
+    products = ("image",) if wanted and wanted & {"image", "sqsh"} else ("image", "sif")
+    try:
+        return select_engine(engine_name, products=products), True
+    except ConfigError as err:
+        if not dry_run:
+            raise
+        name = engine_name
+        if name == "auto":
+            name = next(n for n in AUTO_ORDER if get_engine(n).product in products)
+        how = "auto; " if engine_name == "auto" else ""
+        return Selection(get_engine(name), f"{name} ({how}not available here: {err.message})"), False
 
 
 def check_tag(tag: str) -> None:
@@ -340,7 +367,7 @@ def read_lock(path: Path, stack: str) -> dict[str, Any]:
     """The lock file ``ckit lock`` wrote (canonical JSON), checked to be for ``stack``."""
     where = str(path)
     try:
-        data = parse_json(read_capped(path, limits.size("file_size"), "lock file"), "the content")
+        data = jsondoc.parse(read_capped(path, limits.size("file_size"), "lock file"), "the content")
     except FileNotFoundError:
         raise ConfigError(f"--locked: {where} does not exist", hint=f"run `ckit lock {stack}` first") from None
     except (OSError, ConfigError) as err:

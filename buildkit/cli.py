@@ -23,6 +23,7 @@ def _interrupted_during_start_up(signum: int, frame: object) -> None:
 if __name__ == "__main__" or os.path.basename(sys.argv[0] or "") == "ckit":  # the program, not an import by tests
     _signal.signal(_signal.SIGINT, _interrupted_during_start_up)
 
+
 def _unraisable(info: object) -> None:
     """A Ctrl-C that lands in a callback Python cannot raise from (an import lock's weakref callback, a
     finaliser) would be printed as "Exception ignored … KeyboardInterrupt" and lost: raise it again instead."""
@@ -35,7 +36,7 @@ def _unraisable(info: object) -> None:
 
 
 # Command modules in the order `ckit --help` lists them; importing one registers its commands on ``app``.
-COMMAND_MODULES = ("recipes", "build", "convert", "inspect", "registry", "sites", "launch")
+COMMAND_MODULES = ("recipes", "build", "convert", "inspect", "registry", "sites", "launch", "completion")
 
 
 def _app():  # type: ignore[no-untyped-def]

@@ -2,6 +2,8 @@
 
 Command modules in :mod:`buildkit.commands` register on :data:`app`. Output rules (docs/CLI.md):
 ``--json`` prints one JSON document on stdout and nothing else there; messages and progress go to stderr.
+Settings and progress go down to the layers below as arguments (``SETTINGS.recipes_dirs``, a
+:class:`~buildkit.progress.Reporter` from :func:`progress`): nothing below the CLI imports this module.
 """
 
 from __future__ import annotations
@@ -13,26 +15,32 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TransferSpeedColumn,
-)
+from typer.core import TyperGroup
 
 from . import __version__
+from .cliflags import hoist_global_flags
+
+if TYPE_CHECKING:
+    from .cliprogress import RichReporter
+
+
+class _Group(TyperGroup):
+    """``-q/--quiet`` and ``--debug`` are accepted anywhere before ``--``, as users of sbatch and git expect."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist_global_flags(args, self))
+
 
 app = typer.Typer(
     name="ckit",
+    cls=_Group,
     help="Deep-learning containers from a recipe to a running multi-node job on HPC clusters.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
@@ -42,7 +50,7 @@ stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
 @dataclass
 class Settings:
-    """Global options, shared by every command through the Typer context."""
+    """Global options, read by the command modules and passed down as arguments."""
 
     recipes_dirs: list[Path] = field(default_factory=list)
     sites_dirs: list[Path] = field(default_factory=list)
@@ -67,8 +75,10 @@ def _global(
     sites: Annotated[list[Path] | None, typer.Option(
         "--sites", metavar="DIR",
         help="User site folder layered over the built-ins (repeatable; also CKIT_SITES_PATH).")] = None,
-    debug: Annotated[bool, typer.Option("--debug", help="Verbose logs and full tracebacks.")] = False,
-    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only errors on stderr.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Verbose logs and full tracebacks (anywhere on the line).")
+                     ] = False,
+    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only errors on stderr (anywhere on the line).")
+                     ] = False,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
 ) -> None:
@@ -88,6 +98,30 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document o
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")]
 
 
+def _complete_stack(incomplete: str) -> list[str]:
+    """Stack names for shell completion (the built-ins and CKIT_RECIPES_PATH; --recipes is not parsed yet)."""
+    from .recipe.catalog import Catalog
+
+    try:
+        return [name for name in Catalog.from_dirs().stack_names() if name.startswith(incomplete)]
+    except Exception:  # completion must never print a traceback into the user's shell
+        return []
+
+
+StackArg = Annotated[str, typer.Argument(metavar="STACK", help="Stack name (see `ckit recipes`).",
+                                         autocompletion=_complete_stack)]
+
+
+def complete_site(incomplete: str) -> list[str]:
+    """Site names for shell completion (the built-ins and CKIT_SITES_PATH)."""
+    from .site.load import list_sites
+
+    try:
+        return [site.name for site in list_sites() if site.name.startswith(incomplete)]
+    except Exception:  # completion must never print a traceback into the user's shell
+        return []
+
+
 def info(message: str) -> None:
     """A human message on stderr (silenced by --quiet)."""
     if not SETTINGS.quiet:
@@ -103,11 +137,10 @@ def emit_json(data: Any) -> None:
 
 
 @contextmanager
-def progress(transfer: bool = False) -> Iterator[Progress]:
-    """A progress display on stderr (hidden with --quiet or when stderr is not a terminal)."""
-    columns: list[Any] = [TextColumn("{task.description}"), BarColumn()]
-    columns += [DownloadColumn(), TransferSpeedColumn()] if transfer else [TextColumn("{task.completed}/{task.total}")]
-    columns.append(TimeElapsedColumn())
-    with Progress(*columns, console=stderr, transient=True,
-                  disable=SETTINGS.quiet or not stderr.is_terminal) as bar:
-        yield bar
+def progress() -> Iterator[RichReporter]:
+    """One progress display on stderr for the whole command (hidden with --quiet or when stderr is not a
+    terminal): bars with rate and ETA where the total is known, a spinner where it is not."""
+    from .cliprogress import live_reporter
+
+    with live_reporter(stderr, enabled=not SETTINGS.quiet and stderr.is_terminal) as reporter:
+        yield reporter

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..cliapp import SETTINGS, DryRunOpt, JsonOpt, NgcOpt, SetOpt, app, emit_json, info, progress, stderr
+from ..cliapp import SETTINGS, JsonOpt, NgcOpt, SetOpt, StackArg, app, emit_json, info, progress
+from ..errors import BuildError
+
+if TYPE_CHECKING:
+    from ..engine.base import BuildFailed
 
 
 @app.command("build")
 def build(
-    stack: Annotated[str, typer.Argument(metavar="STACK", help="Stack name (see `ckit recipes`).")],
+    stack: StackArg,
     engine: Annotated[str, typer.Option("--engine", metavar="auto|docker|apptainer",
                                         help="Build engine; auto picks what is available.")] = "auto",
     to: Annotated[str | None, typer.Option("--to", metavar="image,sif,sqsh",
@@ -26,7 +30,8 @@ def build(
     locked: Annotated[bool, typer.Option("--locked", help="Build FROM the base digest pinned in the lock file.")] = False,
     lock_file: Annotated[Path, typer.Option("--lock-file", metavar="FILE",
                                             help="Lock file written by `ckit lock`.")] = Path("ckit.lock"),
-    dry_run: DryRunOpt = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; build nothing (no engine needed).")
+                       ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Build STACK with Docker/podman or apptainer, then convert it to .sif and .sqsh."""
@@ -34,7 +39,8 @@ def build(
     from ..engine.base import BuildEvent, BuildFailed
 
     prepared = builder.prepare(stack, sets=sets or [], ngc=ngc, engine_name=engine, to=to, output_dir=output,
-                               tag=tag, lock_file=lock_file if locked else None, dry_run=dry_run)
+                               tag=tag, lock_file=lock_file if locked else None, dry_run=dry_run,
+                               recipes_dirs=SETTINGS.recipes_dirs)
     plan = prepared.plan
     if dry_run:
         if as_json:
@@ -43,24 +49,19 @@ def build(
             typer.echo(plan.describe(), nl=False)
         return
     info(f"engine: {plan.engine_reason}")
-    with progress() as bar:
-        task = bar.add_task(f"building {plan.stack}", total=None)
-        show_lines = SETTINGS.debug or not bar.live.is_started
+    with progress() as reporter:
+        # On a terminal the bar stands for the log; elsewhere (CI, a pipe) the log lines are the progress.
+        show_lines = SETTINGS.debug or not reporter.drawing
 
         def on_event(event: BuildEvent) -> None:
-            if event.step is not None:
-                bar.update(task, total=event.steps, completed=event.step - 1,
-                           description=f"step {event.step}/{event.steps}: {event.line.split(':', 1)[-1].strip()[:60]}")
             if show_lines:
                 info(event.line)
 
         try:
             result = builder.execute(plan, prepared.engine, prepared.context, on_event, cached=prepared.cached,
-                                     on_phase=info)
+                                     on_phase=info, progress=reporter)
         except BuildFailed as err:
-            if not show_lines:
-                stderr.print("--- full build log ---\n" + err.log, markup=False)
-            raise
+            raise _failure(err, plan.stack, log_shown=show_lines and not SETTINGS.quiet) from err
     if as_json:
         emit_json(result.to_dict())
         return
@@ -69,3 +70,22 @@ def build(
         size = f"{artifact.size / 1e6:.1f} MB" if artifact.size is not None else "-"
         hit = "cached" if artifact.cache_hit else f"{artifact.seconds:.1f} s"
         typer.echo(f"{artifact.kind:<6} {where}  {size}  {hit}")
+
+
+def _failure(err: BuildFailed, stack: str, *, log_shown: bool) -> BuildError:
+    """The log once: when its lines were printed as they came, the error only names the step; when a bar
+    stood for them, the error carries the tail and the whole log is kept in a file it names."""
+    from ..engine.base import LOG_TAIL_LINES
+    from ..fsutil import atomic_write
+    from ..store import default_root
+
+    where = f" at {err.step}" if err.step else ""
+    if log_shown:
+        return BuildError(f"build failed{where}: {err.cause}", hint="the build log is above")
+    lines = err.log.splitlines()
+    log_file = default_root() / "logs" / f"build-{stack}.log"
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(log_file, (err.log + "\n").encode())
+    tail = "\n".join(lines[-LOG_TAIL_LINES:])
+    return BuildError(f"build failed{where}: {err.cause}\n--- last {min(len(lines), LOG_TAIL_LINES)} lines of "
+                      f"the build log ---\n{tail}", hint=f"the whole log is in {log_file}")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ..cliapp import SETTINGS, JsonOpt, app, emit_json, info
+from ..cliapp import SETTINGS, JsonOpt, app, emit_json, info, progress
 from ..image import SOURCE_FORMS
 
 
@@ -21,7 +21,8 @@ def convert(
                                                  help="Squashfs compression: zstd, gzip or xz, with an optional "
                                                       "level; zstd:-7..-1 are zstd's fast modes (default: zstd:1 "
                                                       "for sif, zstd:-3 for sqsh, gzip:1 if the --site cannot "
-                                                      "mount zstd; lz4 and lzo are not written).")] = None,
+                                                      "mount zstd; without a level, the target's level for that "
+                                                      "algorithm; lz4 and lzo are not written).")] = None,
     site: Annotated[str | None, typer.Option("--site", metavar="SITE",
                                              help="Pick a compression the site's runtime can mount.")] = None,
     insecure: Annotated[bool, typer.Option("--insecure", help="Plain http / no TLS verification.")] = False,
@@ -37,8 +38,9 @@ def convert(
         from ..site import load_site
 
         site_profile = load_site(site, SETTINGS.sites_dirs)
-    result = run_convert(source, to, output=output, compress=compress, site=site_profile, insecure=insecure,
-                         ca_file=ca_file)
+    with progress() as reporter:
+        result = run_convert(source, to, output=output, compress=compress, site=site_profile, insecure=insecure,
+                             ca_file=ca_file, progress=reporter)
     if as_json:
         emit_json({"source": source, **result.as_json()})
         return

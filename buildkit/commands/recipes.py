@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from ..cliapp import JsonOpt, NgcOpt, SetOpt, app, emit_json, info, warn
+from ..cliapp import SETTINGS, JsonOpt, NgcOpt, SetOpt, StackArg, app, emit_json, info, warn
+from ..errors import ConfigError
 from ..fsutil import atomic_write
 
 
@@ -20,7 +21,7 @@ def recipes_cmd(
     from ..recipe import describe
     from ..recipe.catalog import Catalog
 
-    data = describe.catalogue(Catalog.from_settings(), everything=all_layers)
+    data = describe.catalogue(Catalog.from_dirs(SETTINGS.recipes_dirs), everything=all_layers)
     if json_out:
         emit_json(data)
         return
@@ -33,7 +34,7 @@ def recipes_cmd(
 
 @app.command("show")
 def show_cmd(
-    stack: Annotated[str, typer.Argument(help="Stack name (see `ckit recipes`).")],
+    stack: StackArg,
     sets: SetOpt = None,
     ngc: NgcOpt = None,
     json_out: JsonOpt = False,
@@ -42,7 +43,7 @@ def show_cmd(
     from ..recipe import describe
     from ..recipe.catalog import Catalog
 
-    catalog = Catalog.from_settings()
+    catalog = Catalog.from_dirs(SETTINGS.recipes_dirs)
     recipe = catalog.resolve(stack, sets=sets or [], ngc=ngc)
     data = describe.resolved(catalog, recipe)
     if json_out:
@@ -53,27 +54,44 @@ def show_cmd(
 
 @app.command("render")
 def render_cmd(
-    stack: Annotated[str, typer.Argument(help="Stack name (see `ckit recipes`).")],
+    stack: StackArg,
     fmt: Annotated[str, typer.Option("--format", "-f", help="docker (Dockerfile) or singularity (.def).",
                                      case_sensitive=False)] = "docker",
     sets: SetOpt = None,
     ngc: NgcOpt = None,
-    output: Annotated[Path | None, typer.Option("-o", "--output", metavar="FILE",
-                                                help="Write here instead of stdout.")] = None,
+    output: Annotated[str | None, typer.Option(
+        "-o", "--output", metavar="FILE|DIR/",
+        help="Write the file here instead of stdout; DIR/ (or an existing folder) gets the complete build "
+             "context: the Dockerfile or Singularity.def and the files it copies.")] = None,
 ) -> None:
     """Render the stack as a Dockerfile or a Singularity/Apptainer .def (stdout unless -o)."""
     from ..recipe.catalog import Catalog
+    from ..recipe.model import Copy
+    from ..render.context import build_context
     from ..render.context import render as render_recipe
+    from ..render.folder import is_folder_target, write_folder
 
     fmt = fmt.lower()
     if fmt not in ("docker", "singularity"):
         raise typer.BadParameter(f"{fmt!r}: choose docker or singularity", param_hint="--format")
-    recipe = Catalog.from_settings().resolve(stack, sets=sets or [], ngc=ngc)
+    recipe = Catalog.from_dirs(SETTINGS.recipes_dirs).resolve(stack, sets=sets or [], ngc=ngc)
     for warning in recipe.warnings:
         warn(warning)
+    copies = [s.context for s in recipe.steps if isinstance(s, Copy)]
+    if output is not None and is_folder_target(output):
+        written = write_folder(build_context(recipe, fmt), Path(output))
+        info(f"wrote {len(written)} files to {output.rstrip('/')}/ (" + ", ".join(
+            str(p.relative_to(Path(output))) for p in written[:4]) + (", …)" if len(written) > 4 else ")"))
+        return
+    if copies and output is not None:
+        raise ConfigError(f"-o {output}: stack {stack} copies files into the image ({', '.join(copies)}), which "
+                          f"one file cannot hold", hint=f"write the whole build context: -o {Path(output).stem}/")
     text = render_recipe(recipe, fmt)
     if output is None:
+        if copies:
+            info(f"note: this file copies {', '.join(copies)} from its build context; "
+                 f"`ckit render {stack} -o DIR/` writes them too")
         typer.echo(text, nl=False)
     else:
-        atomic_write(output, text.encode())
+        atomic_write(Path(output), text.encode())
         info(f"wrote {output}")

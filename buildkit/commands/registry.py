@@ -1,4 +1,4 @@
-"""``ckit login``, ``ckit push``, ``ckit pull``, ``ckit lock`` and ``ckit stage``: the OCI registry commands."""
+"""``ckit login``/``logout``, ``ckit push``, ``ckit pull``, ``ckit lock`` and ``ckit stage``: the OCI registry commands."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from typing import Annotated
 
 import typer
 
-from ..cliapp import SETTINGS, JsonOpt, NgcOpt, SetOpt, app, emit_json, info, progress
+from ..cliapp import SETTINGS, JsonOpt, NgcOpt, SetOpt, app, emit_json, info, progress, warn
 from ..errors import ConfigError
+from ..image import SOURCE_FORMS
 from ..registry import annotations as notes
-from ..registry.auth import Credentials, store
+from ..registry.auth import ENV_PASSWORD, ENV_USER, Credentials, erase, from_env, store
 from ..registry.reference import api_host, parse, parse_registry
 
 # The HTTP stack (requests) is imported inside the commands, so that `ckit --help` and the other commands
@@ -29,9 +30,8 @@ RefArg = Annotated[str, typer.Argument(metavar="REF", help="REGISTRY/REPO:TAG (o
 
 @contextmanager
 def _bar(description: str, total: int | None) -> Iterator[Progress]:
-    with progress(transfer=True) as bar:
-        task = bar.add_task(description, total=total)
-        yield lambda n: bar.advance(task, n)
+    with progress() as reporter, reporter.meter(description, total=total) as meter:
+        yield meter
 
 
 def _read_secret(password_stdin: bool) -> str:
@@ -71,39 +71,66 @@ def login(
          f"credentials saved in {where}")
 
 
+FormatOpt = Annotated[str | None, typer.Option(
+    "--format", metavar="docker|oci", help="Manifest type of an image (default: the source's own: docker for "
+    "docker-archive:, docker-daemon: and stacks, the layout's for oci:/oci-archive:). .sif/.sqsh are always OCI.")]
+
+
 @app.command("push")
 def push(
     source: Annotated[str, typer.Argument(metavar="SOURCE", help=(
-        "A .sif or .sqsh file, a stack (its newest build), oci:PATH[:TAG], docker-archive:PATH or docker-daemon:REF."))],
+        "A .sif or .sqsh file, a stack (its newest build), or an image: " + ", ".join(
+            s for s in SOURCE_FORMS if not s.startswith("docker://")) + "."))],
     ref: RefArg,
+    image_format: FormatOpt = None,
     stack: Annotated[str | None, typer.Option("--stack", help="Stack name recorded in the annotations.")] = None,
     sets: SetOpt = None,
     source_digest: Annotated[str | None, typer.Option(
         "--source-digest", metavar="DIGEST", help="Digest of the image the artifact was made from.")] = None,
     annotation: Annotated[list[str] | None, typer.Option(
-        "--annotation", metavar="KEY=VALUE", help="Extra manifest annotation (repeatable).")] = None,
+        "--annotation", metavar="KEY=VALUE", help="Extra manifest annotation (repeatable; OCI manifests).")] = None,
     insecure: InsecureOpt = False,
     ca_file: CaFileOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be pushed; contact no registry.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Push an image, a .sif or a .sqsh to an OCI registry (blobs it already has are not sent again)."""
+    """Push an image, a .sif or a .sqsh to an OCI registry through ckit's own client (blobs it already has are
+    not sent again; plain image layers are gzip-compressed, the same bytes every time)."""
     from ..registry.client import RegistryClient
-    from ..registry.push import PushOptions
-    from ..registry.push import push as do_push
+    from ..registry.push import PushOptions, execute
+    from ..registry.push_plan import plan
 
     target = parse(ref)
     parameters = _parameters(sets) if sets else None
-    options = PushOptions(stack, parameters, source_digest, notes.parse_pairs(annotation))
+    options = PushOptions(stack, parameters, source_digest, notes.parse_pairs(annotation), image_format,
+                          recipes_dirs=tuple(SETTINGS.recipes_dirs))
+    planned = plan(source, target, image_format, options.sets, options.recipes_dirs)
+    if dry_run:
+        _show_plan(planned, as_json)
+        return
     client = RegistryClient.for_reference(target, insecure=insecure, ca_file=ca_file)
-    total = Path(source).stat().st_size if Path(source).is_file() else None
-    with _bar(f"push {Path(source).name}", total) as advance:
-        outcome = do_push(client, source, target, options, advance)
+    with _bar(f"push {Path(source).name}", planned.size) as bar:
+        outcome = execute(client, planned, target, options, bar, bar.total)
+    for note in outcome.notes:
+        warn(note)
     if as_json:
         emit_json(outcome.as_json())
         return
-    sent = "engine push" if outcome.uploaded_bytes is None else f"{outcome.uploaded_bytes} bytes uploaded"
-    info(f"pushed {outcome.kind} {outcome.reference} ({outcome.size} bytes, {sent})")
+    info(f"pushed {outcome.kind} {outcome.reference} ({outcome.size} bytes, {outcome.uploaded_bytes} bytes "
+         f"uploaded, {outcome.media_type})")
     typer.echo(outcome.reference)
+
+
+def _show_plan(planned, as_json: bool) -> None:  # type: ignore[no-untyped-def]
+    if as_json:
+        emit_json({"dry_run": True, **planned.as_json()})
+        return
+    lines = [f"would push {planned.kind} {planned.source} to {planned.reference}",
+             f"  manifest: {planned.media_type or 'each as the layout has it'}"]
+    if planned.engine_image:
+        lines.append(f"  engine image: {planned.engine_image} (read out of the engine with a save)")
+    lines += [f"  {x['what']}: {x.get('size', '?')} bytes, {x['action']}" for x in planned.layers]
+    typer.echo("\n".join(lines))
 
 
 def _parameters(sets: list[str]) -> dict[str, dict[str, str]]:
@@ -127,20 +154,54 @@ def pull(
     as_json: JsonOpt = False,
 ) -> None:
     """Pull a .sif/.sqsh artifact (or, with --to, an image converted); every byte is digest-checked."""
+    from ..registry import pull as pulling
     from ..registry.client import RegistryClient
-    from ..registry.pull import pull as do_pull
 
     if to not in (None, "sif", "sqsh"):
         raise ConfigError(f"--to {to!r}: expected sif or sqsh")
-    target = parse(ref)
+    target = parse(_registry_ref(ref))
     client = RegistryClient.for_reference(target, insecure=insecure, ca_file=ca_file)
-    with _bar(f"pull {target.repository}", None) as advance:
-        result = do_pull(client, target, out_dir, to=to, insecure=insecure, ca_file=ca_file, progress=advance)
+    planned = pulling.plan(client, target, to)
+    if planned.kind is None:  # the conversion shows its own progress
+        with progress() as reporter:
+            result = pulling.execute(client, planned, out_dir, insecure=insecure, ca_file=ca_file,
+                                     reporter=reporter)
+    else:
+        with _bar(f"pull {target.repository}", planned.size) as bar:
+            result = pulling.execute(client, planned, out_dir, progress=bar, total=bar.total)
     if as_json:
         emit_json(result)
         return
-    info(f"pulled {ref} ({result['size']} bytes, {result['digest']})")
+    info(f"pulled {result['reference']} ({result['size']} bytes, {result['kind']} {result['digest']})")
     typer.echo(result["path"])
+
+
+def _registry_ref(text: str) -> str:
+    """A pull names a registry image: ``REF`` or, in the SOURCE grammar, ``docker://REF``; other forms are local."""
+    from ..oci.sources import form_of, parse_spec
+
+    form = form_of(text)
+    if form is None:
+        return text
+    if form.name != "docker":
+        raise ConfigError(f"{text!r} is a local image source; ckit pull reads a registry",
+                          hint=f"convert it with `ckit convert {text} --to sif|sqsh`")
+    return parse_spec(text).ref or ""
+
+
+@app.command("logout")
+def logout(
+    registry: Annotated[str, typer.Argument(metavar="REGISTRY", help="Registry host[:port].")],
+) -> None:
+    """Forget the credentials `ckit login` (or `docker login`) stored for REGISTRY."""
+    host = parse_registry(registry)
+    removed = erase(host)
+    if removed:
+        info(f"Removed login credentials for {host} from {', '.join(removed)}")
+    else:
+        info(f"Not logged in to {host}")
+    if from_env(host) is not None:
+        warn(f"{ENV_USER}/{ENV_PASSWORD} are set in the environment and still log in to {host}")
 
 
 @app.command("lock")
@@ -159,7 +220,13 @@ def lock(
     from ..registry.client import RegistryClient
     from ..registry.lock import lock_data, render, resolve_base
 
-    resolved = Catalog.from_settings().resolve(stack, sets=list(sets or []), ngc=ngc)
+    resolved = Catalog.from_dirs(SETTINGS.recipes_dirs).resolve(stack, sets=list(sets or []), ngc=ngc)
+    if parse(resolved.base_image).registry == "localhost":  # a local image: no registry to ask for its digest
+        knob = f"--set {resolved.base.name}.registry=REGISTRY/NAMESPACE" if any(
+            name == "registry" for name, _ in resolved.base.params) else "a base on a registry"
+        raise ConfigError(f"stack {stack} builds on {resolved.base_image}, an image of the local engine that no "
+                          f"registry serves, so it has no digest to lock",
+                          hint=f"push the image to a registry and lock with {knob}")
 
     def head_of(ref):  # type: ignore[no-untyped-def]
         client = RegistryClient.for_reference(ref, insecure=insecure, ca_file=ca_file)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ..cliapp import SETTINGS, JsonOpt, app, emit_json
+from ..cliapp import SETTINGS, JsonOpt, app, complete_site, emit_json
 
 sites_app = typer.Typer(name="sites", help="Site profiles (built-in and --sites folders).",
                         invoke_without_command=True, rich_markup_mode=None)
@@ -31,7 +31,8 @@ def sites(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 
 
 @sites_app.command("show")
-def show(name: Annotated[str, typer.Argument(metavar="SITE", help="Site name.")], as_json: JsonOpt = False) -> None:
+def show(name: Annotated[str, typer.Argument(metavar="SITE", help="Site name.", autocompletion=complete_site)],
+         as_json: JsonOpt = False) -> None:
     """Every value of a site profile with its verified/seed/uncertain tag."""
     from ..site import load_site
     from ..site.describe import site_data, site_text

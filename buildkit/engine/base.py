@@ -26,7 +26,7 @@ class BuildFailed(BuildError):
     """A build that failed inside the engine: names the step, shows the log tail, keeps the full log."""
 
     def __init__(self, cause: str, *, step: str | None, log: list[str], hint: str | None = None) -> None:
-        self.step = step
+        self.step, self.cause = step, cause
         self.log = "\n".join(log)
         tail = "\n".join(log[-LOG_TAIL_LINES:])
         where = f" at {step}" if step else ""

@@ -1,3 +1,5 @@
 """Images: reading sources, flattening layers, and writing .sif and Enroot .sqsh artifacts."""
 
-SOURCE_FORMS = ("docker-daemon:REF", "docker-archive:PATH[:REF]", "oci:PATH[:TAG]", "docker://REF")
+from ..oci.sources import syntaxes
+
+SOURCE_FORMS = syntaxes()  # the SOURCE grammar lives in buildkit.oci.sources (one parser for every command)

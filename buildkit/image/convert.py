@@ -23,6 +23,7 @@ from ..config import limits
 from ..config.jsondoc import parse as parse_json
 from ..errors import ConfigError, ConvertError
 from ..fsutil import check_output
+from ..progress import SILENT, Reporter
 from . import squashfs
 from .flatten import flatten
 from .layerfile import prepare_all
@@ -62,7 +63,7 @@ class ConvertPlan:
     key: str
     output: Path | None
     deffile: str  # the definition apptainer records for such a source
-    provenance: str  # Enroot's ``# enroot-provenance:`` value: where the image came from
+    provenance: str  # Enroot's ``# enroot-provenance:`` value ("" for none): where the image came from
 
 
 def deffile_text(source: Source) -> str:
@@ -71,7 +72,18 @@ def deffile_text(source: Source) -> str:
 
 
 def provenance(source: Source) -> str:
-    return f"dockerd://{source.ref}" if isinstance(source, DaemonSource) else source.text
+    """What ``enroot import`` of the same image records in ``/etc/rc``: its URI for a registry
+    (``docker://REGISTRY#IMAGE:TAG``) or an engine (``dockerd://IMAGE``); nothing for a docker save tar or an
+    OCI layout, which enroot cannot import (and whose host path is nobody else's business)."""
+    if isinstance(source, DaemonSource):
+        return f"dockerd://{source.ref}"
+    if isinstance(source, (DockerArchiveSource, OciLayoutSource)):
+        return ""
+    from ..registry.reference import parse
+
+    ref = parse(source.image_ref)
+    where = f"@{ref.digest}" if ref.digest else f":{ref.tag or 'latest'}"
+    return f"docker://{ref.api_host}#{ref.repository}{where}"
 
 
 def bootstrap(source: Source) -> tuple[str, str]:
@@ -81,7 +93,7 @@ def bootstrap(source: Source) -> tuple[str, str]:
     if isinstance(source, DockerArchiveSource):
         return "docker-archive", str(source.path)
     if isinstance(source, OciLayoutSource):
-        return "oci", f"{source.path}:{source.tag}" if source.tag else str(source.path)
+        return source.agent, f"{source.path}:{source.tag}" if source.tag else str(source.path)
     return "docker", source.image_ref
 
 
@@ -126,7 +138,7 @@ def verifier(target: str):  # type: ignore[no-untyped-def]
     return check_sif
 
 
-def execute(p: ConvertPlan, store: store_mod.Store | None = None) -> ConvertResult:
+def execute(p: ConvertPlan, store: store_mod.Store | None = None, progress: Reporter = SILENT) -> ConvertResult:
     started = time.monotonic()
     store = store or store_mod.Store()
     check = verifier(p.target)
@@ -137,7 +149,7 @@ def execute(p: ConvertPlan, store: store_mod.Store | None = None) -> ConvertResu
             entry = store.get(p.key, p.target, check)  # someone else may have made it meanwhile
             hit = entry is not None
             if entry is None:
-                entry = _produce(p, store, check)
+                entry = _produce(p, store, check, progress)
     path = entry.path
     if p.output is not None:
         path = store_mod.export(entry.path, p.output)
@@ -147,10 +159,11 @@ def execute(p: ConvertPlan, store: store_mod.Store | None = None) -> ConvertResu
 
 def convert(source: str | Source, target: str, *, output: Path | None = None, compress: str | None = None,
             site: Site | None = None, store: store_mod.Store | None = None, insecure: bool = False,
-            ca_file: Path | None = None) -> ConvertResult:
-    """Convert ``source`` (a SOURCE string) to ``target`` ("sif" or "sqsh"), via the store."""
+            ca_file: Path | None = None, progress: Reporter = SILENT) -> ConvertResult:
+    """Convert ``source`` (a SOURCE string) to ``target`` ("sif" or "sqsh"), via the store; ``progress``
+    draws the reading of the layers and the writing of the squashfs."""
     return execute(plan(source, target, output=output, compress=compress, site=site, insecure=insecure,
-                        ca_file=ca_file), store)
+                        ca_file=ca_file), store, progress)
 
 
 def source_date_epoch() -> int | None:
@@ -165,16 +178,20 @@ def _created(config_blob: dict[str, Any]) -> int:
         return 0
 
 
-def _produce(p: ConvertPlan, store: store_mod.Store, check) -> store_mod.Entry:  # type: ignore[no-untyped-def]
-    from ..cliapp import progress
-
-    store.clean_temps(p.key)
-    with store.workdir(p.key) as work, progress(transfer=True) as bar:
-        reading = bar.add_task("reading layers", total=None)
-        mat = p.source.materialize(work, lambda n: bar.advance(reading, n))
+def _read_layers(p: ConvertPlan, work: Path, progress: Reporter) -> tuple[dict[str, Any], ImageConfig, list[Any]]:
+    """The image config (parsed) and its layers, verified and ready to index; the total is not known ahead
+    (an engine's save has no size), so the meter counts bytes without one."""
+    with progress.meter("reading layers") as reading:
+        mat = p.source.materialize(work, reading)
         blob = parse_json(mat.config, f"{p.source.text}: the image config", error=ConvertError)
         config = ImageConfig.from_image_config(blob, f"{p.source.text}: the image config")
-        layers = prepare_all(mat.layers, work, lambda n: bar.advance(reading, n))
+        return blob, config, prepare_all(mat.layers, work, reading)
+
+
+def _produce(p: ConvertPlan, store: store_mod.Store, check, progress: Reporter) -> store_mod.Entry:  # type: ignore[no-untyped-def]
+    store.clean_temps(p.key)
+    with store.workdir(p.key) as work:
+        blob, config, layers = _read_layers(p, work, progress)
         epoch = source_date_epoch()
         mtime = epoch if epoch is not None else _created(blob)
         if p.target == "sqsh":
@@ -188,13 +205,11 @@ def _produce(p: ConvertPlan, store: store_mod.Store, check) -> store_mod.Entry: 
             additions = apptainer_rootfs.entries(config, deffile=p.deffile, source_date_epoch=epoch)
             own = Ownership()
         tree = flatten(layers, additions, mtime=mtime)
-        bar.update(reading, visible=False)
-        packing = bar.add_task(f"squashfs {p.compression.label}", total=tree.total_bytes())
         temp = store.temp_path(p.key, p.target)
         try:
             squash = temp if p.target == "sqsh" else work / "rootfs.squashfs"
-            squashfs.build(squash, p.compression, tree, own, mkfs_time=epoch or 0,
-                           progress=lambda n: bar.advance(packing, n))
+            with progress.meter(f"writing .{p.target} ({p.compression.label})", total=tree.total_bytes()) as packing:
+                squashfs.build(squash, p.compression, tree, own, mkfs_time=epoch or 0, progress=packing)
             if p.target == "sif":
                 from . import apptainer_rootfs
                 from .sif import write_apptainer_sif

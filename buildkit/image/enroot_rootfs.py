@@ -88,10 +88,12 @@ def _workdir(config: ImageConfig) -> str:
 
 
 def rc_text(config: ImageConfig, *, provenance: str) -> str:
-    """The ``/etc/rc`` that ``enroot import`` writes for this config."""
-    if not provenance or any(unicodedata.category(c) == "Cc" for c in provenance):
-        raise ConvertError(f"provenance {provenance!r} must be one non-empty line")
-    lines = [f"# enroot-provenance: {provenance}"]
+    """The ``/etc/rc`` that ``enroot import`` writes for this config. ``provenance`` is the URI enroot records
+    for an import it can do itself (``docker://REGISTRY#IMAGE:TAG``); "" writes no provenance line, as for
+    sources enroot cannot import (a docker save tar, an OCI layout), whose host path stays private."""
+    if any(unicodedata.category(c) == "Cc" for c in provenance):
+        raise ConvertError(f"provenance {provenance!r} must be one line")
+    lines = [f"# enroot-provenance: {provenance}"] if provenance else []
     for key, value in config.labels:
         _check_utf8("image label", key + value)
         lines.append(f"# {key} {value}".replace("\n", " "))
@@ -100,7 +102,8 @@ def rc_text(config: ImageConfig, *, provenance: str) -> str:
         _check_utf8("ENTRYPOINT/CMD argument", arg)
     entrypoint = bash_quote_all(config.entrypoint)
     cmd = bash_quote_all(config.cmd if (config.entrypoint or config.cmd) else ("/bin/sh",))
-    return "\n".join(lines) + "\n\n" + (
+    header = "\n".join(lines) + "\n\n" if lines else ""  # enroot adds the empty line only after a comment
+    return header + (
         f'mkdir -p "{workdir}" 2> /dev/null\n'
         f'cd "{workdir}" && unset OLDPWD || exit 1\n'
         "\n"

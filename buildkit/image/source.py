@@ -18,10 +18,10 @@ from typing import Any
 
 from ..config import limits
 from ..errors import ConfigError, ConvertError, IntegrityError
-from ..oci.archive import ArchiveImage, archive_images
 from ..oci.digest import parse_digest
+from ..oci.docker_manifest import ArchiveImage, archive_images
 from ..oci.layout import Descriptor, OciLayout, descriptor, json_object
-from . import SOURCE_FORMS
+from ..oci.sources import SourceSpec, parse_spec
 
 SAVE_TIMEOUT = 600  # seconds the engine may stay silent during an image save
 
@@ -84,30 +84,21 @@ class Source:
 
 
 def parse_source(text: str, *, insecure: bool = False, ca_file: Path | None = None) -> Source:
-    """The source named by ``text``, or a ConfigError (exit 2) listing the accepted forms."""
-    if text.startswith("docker://") and len(text) > len("docker://"):
-        from .registry_source import RegistrySource
-
-        return RegistrySource(text, text[len("docker://"):], insecure=insecure, ca_file=ca_file)
-    kind, sep, rest = text.partition(":")
-    if sep and rest:
-        if kind == "docker-daemon":
-            return DaemonSource(text, rest)
-        if kind == "docker-archive":
-            path, ref = _path_and_ref(rest)
-            return DockerArchiveSource(text, path, ref)
-        if kind == "oci":
-            path, tag = _path_and_ref(rest)
-            return OciLayoutSource(text, path, tag)
-    raise ConfigError(f"unknown image source {text!r}", hint="use one of: " + ", ".join(SOURCE_FORMS))
+    """The source named by ``text`` (the one SOURCE grammar, :mod:`buildkit.oci.sources`), or a ConfigError."""
+    spec = parse_spec(text)
+    return READERS[spec.form](spec, insecure, ca_file)
 
 
-def _path_and_ref(rest: str) -> tuple[Path, str | None]:
-    """``PATH[:REF]``: the whole text when it names an existing path, else split at the first colon."""
-    if Path(rest).exists() or ":" not in rest:
-        return Path(rest), None
-    path, _, ref = rest.partition(":")
-    return Path(path), ref or None
+def _registry_source(spec: SourceSpec, insecure: bool, ca_file: Path | None) -> Source:
+    from .registry_source import RegistrySource
+
+    return RegistrySource(spec.text, spec.ref or "", insecure=insecure, ca_file=ca_file)
+
+
+def _oci_archive_source(spec: SourceSpec, insecure: bool, ca_file: Path | None) -> Source:
+    from .oci_archive_source import OciArchiveSource
+
+    return OciArchiveSource(spec.text, spec.path or Path(), spec.ref)
 
 
 def short(digest: str) -> str:
@@ -302,6 +293,8 @@ class DaemonSource(Source):
 
 
 class OciLayoutSource(Source):
+    agent = "oci"  # apptainer's bootstrap agent for this form (a deffile's ``bootstrap:``)
+
     def __init__(self, text: str, path: Path, tag: str | None) -> None:
         self.text, self.path, self.tag = text, path, tag
         self.image_ref = f"{path.name}:{tag}" if tag else path.name
@@ -311,8 +304,11 @@ class OciLayoutSource(Source):
     @property
     def layout(self) -> OciLayout:
         if self._layout is None:
-            self._layout = OciLayout(self.path, self.text)
+            self._layout = self.open_layout()
         return self._layout
+
+    def open_layout(self) -> OciLayout:
+        return OciLayout(self.path, self.text)
 
     def manifest(self) -> dict[str, Any]:
         if self._manifest is None:
@@ -359,12 +355,12 @@ class OciLayoutSource(Source):
     def materialize(self, workdir: Path, progress: Callable[[int], None] | None = None) -> Materialized:
         blobs = []
         for number, desc in enumerate(self._descriptors("layers"), start=1):
-            path = self.layout.blob_path(desc.digest)
-            size = self.layout.blob_size(desc.digest)  # a regular file inside the layout, or an error
+            path, offset, size = self.layout.blob_range(desc.digest)  # a regular file (member), or an error
             if size != desc.size:
                 raise IntegrityError(f"{self.text}: layer blob {desc.digest} has {size} bytes, "
                                      f"its descriptor says {desc.size}")
-            blobs.append(LayerBlob(path, 0, size, f"layer {number} ({short(desc.digest)})", digest=desc.digest))
+            blobs.append(LayerBlob(path, offset, size, f"layer {number} ({short(desc.digest)})",
+                                   digest=desc.digest))
         return Materialized(self.identify().config or b"", blobs)
 
 
@@ -376,3 +372,13 @@ def pick_platform(manifests: list[Descriptor], what: str) -> Descriptor:
             return m
     found = ", ".join(f"{m.platform.get('os')}/{m.platform.get('architecture')}" for m in manifests)
     raise ConvertError(f"{what}: the image index has no linux/{arch} image", hint=f"platforms: {found or 'none'}")
+
+
+# The readers, by the form's name in the SOURCE grammar (a new form is one entry here and one in the grammar).
+READERS: dict[str, Callable[[SourceSpec, bool, Path | None], Source]] = {
+    "docker-daemon": lambda spec, _insecure, _ca: DaemonSource(spec.text, spec.ref or ""),
+    "docker-archive": lambda spec, _insecure, _ca: DockerArchiveSource(spec.text, spec.path or Path(), spec.ref),
+    "oci": lambda spec, _insecure, _ca: OciLayoutSource(spec.text, spec.path or Path(), spec.ref),
+    "oci-archive": _oci_archive_source,
+    "docker": _registry_source,
+}

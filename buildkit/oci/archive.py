@@ -1,37 +1,152 @@
-"""The ``manifest.json`` of a docker archive (``docker save``): one parser, every field type-checked.
+"""OCI image layouts inside a tar (``oci-archive:PATH``), read in place: nothing is unpacked.
 
-``[{"Config": "NAME.json", "RepoTags": ["repo:tag", …], "Layers": ["ID/layer.tar", …]}, …]``. Names are
-member names of the archive, looked up in its index; they never become host paths.
+The tar is indexed once (member name -> data offset and size); a blob is then a byte range of the tar file,
+read through :class:`RangeFile`, which never reads past its member. As in a layout folder, a blob is looked up
+only by a digest that passed :func:`.digest.parse_digest`, and only a plain regular member counts: a link, a
+device or a sparse member standing where a blob should be is refused (exit 4), so a hostile archive cannot
+point ckit at other bytes. :class:`OciArchive` offers the same reading methods as :class:`.layout.OciLayout`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+import tarfile
+from pathlib import Path
+from typing import Any
 
-from ..config.jsondoc import parse, strings, typed
-from ..errors import IntegrityError
+from ..config import limits
+from ..errors import ConfigError, IntegrityError
+from .digest import parse_digest, verify_bytes
+from .layout import Descriptor, descriptor, json_object
+
+READ_SIZE = 1 << 20
 
 
-@dataclass(frozen=True)
-class ArchiveImage:
-    config: str
-    layers: tuple[str, ...]
-    repo_tags: tuple[str, ...]
+class RangeFile:
+    """``size`` bytes of ``path`` from ``offset``, as a seekable read-only file (positions are relative)."""
+
+    def __init__(self, path: Path, offset: int, size: int) -> None:
+        self._file = open(path, "rb")  # noqa: SIM115 - closed by close() / the with block
+        self.offset, self.size, self._pos = offset, size, 0
+        self._file.seek(offset)
+
+    def read(self, amt: int | None = -1) -> bytes:
+        left = self.size - self._pos
+        want = left if amt is None or amt < 0 else min(amt, left)
+        if want <= 0:
+            return b""
+        data = self._file.read(want)
+        self._pos += len(data)
+        return data
+
+    def seek(self, pos: int, whence: int = os.SEEK_SET) -> int:
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self.size}[whence]
+        self._pos = max(0, min(base + pos, self.size))
+        self._file.seek(self.offset + self._pos)
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seekable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> RangeFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
-def archive_images(data: bytes, what: str) -> list[ArchiveImage]:
-    """The images ``manifest.json`` lists; IntegrityError (naming ``what``) for anything malformed."""
-    entries = parse(data, f"{what}: manifest.json", error=IntegrityError, expect=list)
-    images = []
-    for number, entry in enumerate(entries):
-        where = f"{what}: manifest.json[{number}]"
-        if not isinstance(entry, dict):
-            raise IntegrityError(f"{where} must be a JSON object")
-        config = typed(entry, "Config", str, where, error=IntegrityError, default="")
-        if not config:
-            raise IntegrityError(f"{where} names no Config")
-        images.append(ArchiveImage(config, tuple(strings(entry, "Layers", where, error=IntegrityError)),
-                                   tuple(strings(entry, "RepoTags", where, error=IntegrityError))))
-    if not images:
-        raise IntegrityError(f"{what}: manifest.json lists no image")
-    return images
+def normalise(name: str) -> str:
+    """A member name without ``./`` and empty parts (``..`` keeps its place: it never matches a blob name)."""
+    return "/".join(part for part in name.split("/") if part not in ("", "."))
+
+
+class TarIndex:
+    """Member name -> TarInfo of a tar file on disk (the last member of a name wins, as when extracting)."""
+
+    def __init__(self, path: Path, what: str) -> None:
+        self.path, self.what = Path(path), what
+        if not self.path.is_file():
+            raise ConfigError(f"{what}: {path} is not a file")
+        self.members: dict[str, tarfile.TarInfo] = {}
+        try:
+            with tarfile.open(self.path, "r:") as tar:
+                for member in tar:
+                    self.members[normalise(member.name)] = member
+        except (tarfile.TarError, OSError) as err:
+            raise ConfigError(f"{what}: {path} is not a readable tar archive ({err})") from err
+
+    def regular(self, name: str, role: str) -> tarfile.TarInfo:
+        member = self.members.get(name)
+        if member is None:
+            raise ConfigError(f"{self.what}: the archive has no {role} ({name})")
+        if not member.isreg() or member.issparse():
+            raise IntegrityError(f"{self.what}: {name} is not a plain file in the archive",
+                                 hint="links, devices and sparse members cannot stand for a blob")
+        return member
+
+    def open(self, member: tarfile.TarInfo) -> RangeFile:
+        return RangeFile(self.path, member.offset_data, member.size)
+
+    def read(self, name: str, role: str, limit: int) -> bytes:
+        member = self.regular(name, role)
+        if member.size > limit:
+            raise IntegrityError(f"{self.what}: {name} is {member.size} bytes, more than the {limit} ckit reads")
+        with self.open(member) as handle:
+            return handle.read()
+
+
+class OciArchive:
+    """An OCI image layout stored in a tar file; ``what`` is how messages name it (``oci-archive:x.tar``)."""
+
+    def __init__(self, path: Path, what: str) -> None:
+        self.path, self.what = Path(path), what
+        self.tar = TarIndex(self.path, what)
+        if "oci-layout" not in self.tar.members or "index.json" not in self.tar.members:
+            raise ConfigError(f"{what}: {path} holds no OCI image layout (no oci-layout/index.json)",
+                              hint="write one with `podman save --format oci-archive` or `skopeo copy … oci-archive:FILE`")
+
+    def index(self) -> dict[str, Any]:
+        data = self.tar.read("index.json", "index.json", limits.size("manifest_size"))
+        return json_object(data, f"{self.what}: index.json")
+
+    def manifests(self) -> list[Descriptor]:
+        entries = self.index().get("manifests") or []
+        if not isinstance(entries, list):
+            raise IntegrityError(f"{self.what}: index.json manifests must be a list")
+        return [descriptor(e, f"{self.what}: index.json manifests[{n}]") for n, e in enumerate(entries)]
+
+    def _member(self, digest: str) -> tarfile.TarInfo:
+        parsed = parse_digest(digest, f"{self.what}: blob")
+        return self.tar.regular(f"blobs/{parsed.algorithm}/{parsed.encoded}", f"blob {digest}")
+
+    def blob_range(self, digest: str) -> tuple[Path, int, int]:
+        """Where the blob's bytes lie: (the tar file, offset, size)."""
+        member = self._member(digest)
+        return self.path, member.offset_data, member.size
+
+    def open_blob(self, digest: str) -> RangeFile:
+        return self.tar.open(self._member(digest))
+
+    def blob_size(self, digest: str) -> int:
+        return self._member(digest).size
+
+    def read_blob(self, desc: Descriptor, limit: int | None = None) -> bytes:
+        """A small blob, size-capped (default: the manifest limit) and verified against its digest (and its
+        descriptor's size)."""
+        what = f"{self.what}: blob {desc.digest}"
+        limit = limit if limit is not None else limits.size("manifest_size")
+        if desc.size > limit:
+            raise IntegrityError(f"{what} is {desc.size} bytes, more than the {limit} ckit reads for it")
+        member = self._member(desc.digest)
+        if member.size != desc.size:
+            raise IntegrityError(f"{what} has {member.size} bytes, its descriptor says {desc.size}")
+        with self.tar.open(member) as handle:
+            data = handle.read()
+        verify_bytes(data, desc.digest, what)
+        return data

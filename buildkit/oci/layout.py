@@ -123,6 +123,10 @@ class OciLayout:
         with self.open_blob(digest) as handle:
             return os.fstat(handle.fileno()).st_size
 
+    def blob_range(self, digest: str) -> tuple[Path, int, int]:
+        """Where the blob's bytes lie: (its file, 0, size); the same method reads an ``oci-archive:`` tar."""
+        return self.blob_path(digest), 0, self.blob_size(digest)
+
     def read_blob(self, desc: Descriptor, limit: int | None = None) -> bytes:
         """A small blob, size-capped (default: the manifest limit) and verified against its digest (and its
         descriptor's size)."""

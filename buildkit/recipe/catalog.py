@@ -24,14 +24,8 @@ class Catalog:
 
     @classmethod
     def from_dirs(cls, dirs: Sequence[Path] = ()) -> Catalog:
+        """The built-ins, ``CKIT_RECIPES_PATH`` and ``dirs`` (the CLI's ``--recipes``), last one wins."""
         return cls(SearchPath.build("recipes", list(dirs), ENV_VAR))
-
-    @classmethod
-    def from_settings(cls) -> Catalog:
-        """The catalogue for the current command line (``--recipes`` and ``CKIT_RECIPES_PATH``)."""
-        from ..cliapp import SETTINGS
-
-        return cls.from_dirs(SETTINGS.recipes_dirs)
 
     def _load_layer(self, kind: str, name: str) -> Layer:
         folder = "bases" if kind == "base" else "addons"

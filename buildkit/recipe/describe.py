@@ -26,7 +26,7 @@ def _layer(catalog: Catalog, kind: str, name: str) -> Layer:
 def resolved(catalog: Catalog, recipe: ResolvedRecipe) -> dict[str, Any]:
     layers = []
     for layer in recipe.layers:
-        spec = _layer(catalog, layer.kind, layer.name)
+        spec = _layer(catalog, layer.kind, layer.file or layer.name)
         params = {}
         for name, value in layer.params:
             p = spec.param(name)
@@ -35,7 +35,7 @@ def resolved(catalog: Catalog, recipe: ResolvedRecipe) -> dict[str, Any]:
                             "default": list(p.default) if isinstance(p.default, tuple) else p.default,
                             "description": p.description, **({"choices": list(p.choices)} if p.choices else {})}
         layers.append({"kind": layer.kind, "name": layer.name, "description": layer.description,
-                       "parameters": params})
+                       "parameters": params, **({"file": layer.file} if layer.file else {})})
     return {
         "stack": recipe.stack, "description": recipe.description, "seed": recipe.seed,
         "image": recipe.base_image, "fingerprint": recipe.fingerprint, "layers": layers,
@@ -53,7 +53,8 @@ def show_text(data: dict[str, Any]) -> str:
         lines.append(f"  reproduces: {data['seed']}")
     lines += [f"  image: {data['image']}", f"  fingerprint: {data['fingerprint'][:16]}", ""]
     for layer in data["layers"]:
-        lines.append(f"{layer['kind']} {layer['name']}: {layer['description']}")
+        alias = f" ({layer['file']} as {layer['name']})" if layer.get("file") else ""
+        lines.append(f"{layer['kind']} {layer['name']}{alias}: {layer['description']}")
         rows = []
         for name, p in layer["parameters"].items():
             value = format_value(tuple(p["value"]) if isinstance(p["value"], list) else p["value"])

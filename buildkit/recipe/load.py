@@ -151,12 +151,18 @@ def load_stack(path: Path) -> StackDef:
         doc=doc,
         extends=data.get("extends", ""),
         base=data.get("base", ""),
-        addons=_tuple(data.get("addons")),
+        addons=tuple(_addon_entry(entry) for entry in _tuple(data.get("addons"))),
         parameters=tuple((layer, tuple(values.items())) for layer, values in (data.get("parameters") or {}).items()),
         entrypoint=_tuple(data["entrypoint"]) if "entrypoint" in data else None,
         cmd=_tuple(data["cmd"]) if "cmd" in data else None,
         seed=data.get("seed", ""),
     )
+
+
+def _addon_entry(entry: str) -> tuple[str, str]:
+    """``files`` -> (files, files); ``files as code`` -> (code, files). The schema checked the form."""
+    addon, _, alias = entry.partition(" as ")
+    return (alias or addon), addon
 
 
 def load_facts(path: Path) -> FactTable:

@@ -129,7 +129,7 @@ class StackDef:
     doc: Document
     extends: str = ""
     base: str = ""
-    addons: tuple[str, ...] = ()
+    addons: tuple[tuple[str, str], ...] = ()  # (layer name in this stack, add-on file): (code, files) for "files as code"
     parameters: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
     entrypoint: tuple[str, ...] | None = None
     cmd: tuple[str, ...] | None = None
@@ -163,9 +163,10 @@ class FactTable:
 @dataclass(frozen=True)
 class ResolvedLayer:
     kind: str
-    name: str
+    name: str  # the layer's name in the stack: its file name, or the alias of `NAME as ALIAS`
     description: str
     params: tuple[tuple[str, ParamValue], ...]
+    file: str = ""  # the file NAME of an aliased add-on ("" when it is the name)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ import hashlib
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -141,18 +142,75 @@ def _step_payload(step: Step) -> dict[str, Any]:
     return {"copy": step.source, "dest": step.dest}
 
 
+def _layers(catalog: Catalog, name: str, chain: list[StackDef]) -> tuple[Layer, list[Layer]]:
+    """The base and the add-ons in order, each add-on under its name in the stack (its alias, if any)."""
+    base_name = next((s.base for s in reversed(chain) if s.base), "")
+    instances: dict[str, tuple[StackDef, str]] = {}
+    addons: list[Layer] = []
+    for member in chain:
+        for index, (instance, addon) in enumerate(member.addons):
+            earlier = instances.get(instance)
+            if earlier is not None or instance == base_name:
+                where = f"stack {earlier[0].name}" if earlier and earlier[0] is not member else f"stack {member.name}"
+                what = f"add-on '{instance}' is already in {where}" if earlier else f"'{instance}' is the base's name"
+                raise member.doc.error(("addons", index), f"{what}: a layer name must be unique in a stack",
+                                       hint=f"to add another copy of {addon}, list it as '{addon} as NAME' and set "
+                                            f"its parameters under NAME; to change the one {name} has, set "
+                                            f"parameters: {{{instance}: …}} instead")
+            instances[instance] = (member, addon)
+            layer = catalog.addon(addon)
+            addons.append(layer if instance == addon else replace(layer, name=instance))
+    return catalog.base(base_name), addons
+
+
+def _file_of(layer: Layer) -> str:
+    """The add-on file an aliased layer comes from ("" when the layer has the file's name)."""
+    stem = layer.doc.path.name.removesuffix(".yaml")
+    return "" if stem == layer.name else stem
+
+
+def _image(base: Layer, values: dict[str, ParamValue]) -> str:
+    return _check_ref(expand(base.image, values, shell=False, where=lambda m: base.doc.error(("image",), m)), base)
+
+
+def _compile(name: str, catalog: Catalog, base: Layer, addons: list[Layer], values: _Values,
+             fact_map: dict[str, str]) -> tuple[list[Step], list[tuple[str, str]], list[str]]:
+    """Every add-on's steps and labels, checking what each requires against what is provided before it."""
+    provided: list[str] = [*base.provides, *(catalog.facts(base.facts).provides if base.facts else ())]
+    steps: list[Step] = []
+    labels: list[tuple[str, str]] = []
+    path_values = {f"base.{k}": v for k, v in base.paths}
+    for addon in addons:
+        own = values.values[addon.name]
+        needed = [*addon.requires, *("apt" for t in addon.steps if t.apt), *("pip" for t in addon.steps if t.pip)]
+        for param in addon.requires_params:
+            needed += list(own[param])  # type: ignore[arg-type]
+        missing = [cap for cap in dict.fromkeys(needed) if cap not in provided]
+        if missing:
+            helper = " (the python add-on provides pip: list it before this one)" if missing[0] == "pip" else ""
+            raise CompatError(
+                f"stack {name}: add-on {addon.name} requires {', '.join(missing)}, which neither base {base.name} "
+                f"nor an earlier add-on provides",
+                hint=f"use a base that provides {missing[0]}, add an add-on that does before {addon.name}{helper}, "
+                     f"or change {addon.name}'s parameters")
+        clash = [cap for cap in addon.provides if cap in provided]
+        if clash:
+            raise CompatError(
+                f"stack {name}: add-on {addon.name} provides {', '.join(clash)}, which the stack already has "
+                f"(from {base.name} or an earlier add-on)", hint=f"remove {addon.name} from the stack")
+        _check_rules(addon, fact_map, own)
+        compiled = compile_addon(addon, {**own, **path_values}, origins=values.origins[addon.name],
+                                 copy_index=sum(isinstance(s, Copy) for s in steps))
+        steps += compiled.steps
+        labels += compiled.labels
+        provided += addon.provides
+    return steps, labels, provided
+
+
 def resolve(catalog: Catalog, name: str, *, sets: Sequence[str] = (), ngc: str | None = None) -> ResolvedRecipe:
     chain = _chain(catalog, name)
     stack = chain[-1]
-    base_name = next((s.base for s in reversed(chain) if s.base), "")
-    addon_names: list[str] = []
-    for member in chain:
-        for addon in member.addons:
-            if addon in addon_names:
-                raise member.doc.error(("addons",), f"add-on '{addon}' is listed twice (also by a stack it extends)")
-            addon_names.append(addon)
-    base = catalog.base(base_name)
-    addons = [catalog.addon(a) for a in addon_names]
+    base, addons = _layers(catalog, name, chain)
     values = _Values([base, *addons])
     for member in chain:
         values.from_stack(member)
@@ -168,38 +226,9 @@ def resolve(catalog: Catalog, name: str, *, sets: Sequence[str] = (), ngc: str |
     base_values = values.values[base.name]
     facts = _facts(catalog, base, base_values, warnings)
     fact_map = {f.name: f.value for f in facts}
-    image = _check_ref(expand(base.image, base_values, shell=False,
-                              where=lambda m: base.doc.error(("image",), m)), base)
-
-    provided: list[str] = [*base.provides, *(catalog.facts(base.facts).provides if base.facts else ())]
+    image = _image(base, base_values)
     _check_rules(base, fact_map, base_values)
-    steps: list[Step] = []
-    labels: list[tuple[str, str]] = []
-    path_values = {f"base.{k}": v for k, v in base.paths}
-    for addon in addons:
-        own = values.values[addon.name]
-        needed = [*addon.requires, *("apt" for t in addon.steps if t.apt), *("pip" for t in addon.steps if t.pip)]
-        for param in addon.requires_params:
-            needed += list(own[param])  # type: ignore[arg-type]
-        missing = [cap for cap in dict.fromkeys(needed) if cap not in provided]
-        if missing:
-            raise CompatError(
-                f"stack {name}: add-on {addon.name} requires {', '.join(missing)}, which neither base {base.name} "
-                f"nor an earlier add-on provides",
-                hint=f"use a base that provides {missing[0]}, add an add-on that does before {addon.name}, "
-                     f"or change {addon.name}'s parameters")
-        clash = [cap for cap in addon.provides if cap in provided]
-        if clash:
-            raise CompatError(
-                f"stack {name}: add-on {addon.name} provides {', '.join(clash)}, which the stack already has "
-                f"(from {base.name} or an earlier add-on)", hint=f"remove {addon.name} from the stack")
-        _check_rules(addon, fact_map, own)
-        compiled = compile_addon(addon, {**own, **path_values}, origins=values.origins[addon.name],
-                                 copy_index=sum(isinstance(s, Copy) for s in steps))
-        steps += compiled.steps
-        labels += compiled.labels
-        provided += addon.provides
-
+    steps, labels, provided = _compile(name, catalog, base, addons, values, fact_map)
     env: dict[str, str] = {}
     for step in steps:
         if isinstance(step, Env):
@@ -207,7 +236,8 @@ def resolve(catalog: Catalog, name: str, *, sets: Sequence[str] = (), ngc: str |
     entrypoint = next((s.entrypoint for s in reversed(chain) if s.entrypoint is not None), None)
     cmd = next((s.cmd for s in reversed(chain) if s.cmd is not None), None)
     layers = tuple(ResolvedLayer(layer.kind, layer.name, layer.description,
-                                 tuple(sorted(values.values[layer.name].items()))) for layer in [base, *addons])
+                                 tuple(sorted(values.values[layer.name].items())), _file_of(layer))
+                   for layer in [base, *addons])
     parameters = {layer.name: {k: list(v) if isinstance(v, tuple) else v for k, v in layer.params}
                   for layer in layers}
     fingerprint = _fingerprint({
@@ -224,20 +254,9 @@ def resolve(catalog: Catalog, name: str, *, sets: Sequence[str] = (), ngc: str |
         *labels,
     ]
     return ResolvedRecipe(
-        stack=name,
-        description=stack.description,
-        base_image=image,
-        layers=layers,
-        steps=tuple(steps),
-        env=tuple(env.items()),
-        labels=tuple(labels),
-        entrypoint=entrypoint,
-        cmd=cmd,
-        facts=facts,
-        provides=tuple(provided),
-        warnings=tuple(warnings),
-        fingerprint=fingerprint,
-        seed=stack.seed,
+        stack=name, description=stack.description, base_image=image, layers=layers, steps=tuple(steps),
+        env=tuple(env.items()), labels=tuple(labels), entrypoint=entrypoint, cmd=cmd, facts=facts,
+        provides=tuple(provided), warnings=tuple(warnings), fingerprint=fingerprint, seed=stack.seed,
     )
 
 

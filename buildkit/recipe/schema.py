@@ -7,6 +7,7 @@ from typing import Any
 NAME = r"^[a-z][a-z0-9-]*$"
 PARAM_NAME = r"^[a-z][a-z0-9_]*$"
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+ADDON_ENTRY = r"^[a-z][a-z0-9-]*( as [a-z][a-z0-9-]*)?$"  # NAME, or NAME as ALIAS
 
 _string_list = {"type": "array", "items": {"type": "string"}}
 _env_map = {
@@ -101,7 +102,6 @@ STEP = {
 }
 
 _layer_common: dict[str, Any] = {
-    "kind": {"description": "base, addon, stack or facts."},
     "description": {"type": "string", "description": "One line shown by `ckit recipes`."},
     "parameters": {"type": "object", "propertyNames": {"pattern": PARAM_NAME},
                    "additionalProperties": PARAMETER, "description": "Typed parameters of this layer."},
@@ -114,8 +114,8 @@ BASE = {
     "additionalProperties": False,
     "required": ["kind", "description", "image"],
     "properties": {
+        "kind": {"const": "base", "description": "Always `base`: what this file is."},
         **_layer_common,
-        "kind": {"const": "base"},
         "image": {"type": "string", "description": "Image reference; {param} expands. Must carry a tag or digest, "
                                                    "never latest."},
         "ngc": {"type": "boolean", "description": "An NGC image: --ngc RELEASE sets its release parameter."},
@@ -130,8 +130,8 @@ ADDON = {
     "additionalProperties": False,
     "required": ["kind", "description", "steps"],
     "properties": {
+        "kind": {"const": "addon", "description": "Always `addon`: what this file is."},
         **_layer_common,
-        "kind": {"const": "addon"},
         "requires": {**_string_list, "description": "Capabilities the base or an earlier add-on must provide."},
         "requires_params": {**_string_list, "description": "List parameters whose items must each be provided "
                                                             "(horovod: the frameworks it is built for)."},
@@ -144,12 +144,14 @@ STACK = {
     "additionalProperties": False,
     "required": ["kind", "description"],
     "properties": {
-        "kind": {"const": "stack"},
+        "kind": {"const": "stack", "description": "Always `stack`: what this file is."},
         "description": {"type": "string", "description": "One line shown by `ckit recipes`."},
         "extends": {"type": "string", "pattern": NAME, "description": "Another stack this one builds on."},
         "base": {"type": "string", "pattern": NAME, "description": "Base layer (recipes/bases/NAME.yaml)."},
-        "addons": {"type": "array", "items": {"type": "string", "pattern": NAME},
-                   "description": "Add-ons (recipes/addons/NAME.yaml), applied in order after the base."},
+        "addons": {"type": "array", "items": {"type": "string", "pattern": ADDON_ENTRY},
+                   "description": "Add-ons (recipes/addons/NAME.yaml), applied in order after the base and after "
+                                  "those of the stack it extends. `NAME as ALIAS` adds one more copy of an add-on "
+                                  "the stack already has (a second `files`); its parameters go under ALIAS."},
         "parameters": {"type": "object", "propertyNames": {"pattern": NAME},
                        "additionalProperties": {"type": "object"},
                        "description": "Parameter values per layer: LAYER: {PARAM: VALUE}."},
@@ -164,8 +166,8 @@ FACTS = {
     "additionalProperties": False,
     "required": ["kind", "description", "key", "columns", "releases"],
     "properties": {
-        "kind": {"const": "facts"},
-        "description": {"type": "string"},
+        "kind": {"const": "facts", "description": "Always `facts`: what this file is."},
+        "description": {"type": "string", "description": "What the table covers."},
         "key": {"type": "string", "description": "The base parameter that selects a row (release)."},
         "columns": {**_string_list, "description": "Fact names, in display order."},
         "provides": {**_string_list, "description": "Capabilities every release of this image provides."},
@@ -185,20 +187,24 @@ FACTS = {
 SCHEMAS = {"base": BASE, "addon": ADDON, "stack": STACK, "facts": FACTS}
 
 
+FOLDERS = {"stack": "stacks", "base": "bases", "addon": "addons", "facts": "facts"}
+
+
+def _table(schema: dict[str, Any]) -> list[str]:
+    """One row per key, in schema order; required keys say so."""
+    required = set(schema.get("required", ()))
+    rows = ["| key | meaning |", "|---|---|"]
+    for key, spec in schema["properties"].items():
+        mark = " **(required)**" if key in required else ""
+        rows.append(f"| `{key}`{mark} | {spec.get('description', '')} |")
+    return rows
+
+
 def reference_markdown() -> str:
-    """The README's recipe key reference, generated from the schemas' descriptions."""
-    lines = []
-    for kind in ("stack", "base", "addon"):
-        schema = SCHEMAS[kind]
-        lines += [f"**{kind}** files (`recipes/{kind if kind != 'addon' else 'addon'}s/NAME.yaml`):", "",
-                  "| key | meaning |", "|---|---|"]
-        for key, spec in schema["properties"].items():
-            if key == "kind":
-                continue
-            lines.append(f"| `{key}` | {spec.get('description', '')} |")
-        lines.append("")
-    lines += ["**steps** (in add-ons), one action each:", "", "| key | meaning |", "|---|---|"]
-    lines += [f"| `{k}` | {v.get('description', '')} |" for k, v in STEP["properties"].items()]
-    lines += ["", "**parameters**:", "", "| key | meaning |", "|---|---|"]
-    lines += [f"| `{k}` | {v.get('description', '')} |" for k, v in PARAMETER["properties"].items()]
+    """The README's recipe key reference, generated from the schemas: every key, ``kind`` included."""
+    lines: list[str] = []
+    for kind in ("stack", "base", "addon", "facts"):
+        lines += [f"**{kind}** files (`recipes/{FOLDERS[kind]}/NAME.yaml`):", "", *_table(SCHEMAS[kind]), ""]
+    lines += ["**steps** (in add-ons), one action each:", "", *_table(STEP), ""]
+    lines += ["**parameters** (in bases and add-ons):", "", *_table(PARAMETER)]
     return "\n".join(lines) + "\n"

@@ -89,6 +89,24 @@ def _enabled(step: StepTemplate, values: Mapping[str, ParamValue], where: Callab
     return True
 
 
+def _copies(tpl: StepTemplate, values: Mapping[str, ParamValue], where: Callable[[str], ConfigError], *,
+            origins: Mapping[str, Path], recipe_root: Path, first: int) -> list[Copy]:
+    """The step's host files, numbered from ``first`` in the build context (``files/N-NAME``)."""
+    out = []
+    for src_t, dest_t in tpl.copy:
+        src = expand(src_t, values, shell=False, where=where)
+        dest = expand(dest_t, values, shell=False, where=where)
+        single = re.fullmatch(r"\{([a-z][a-z0-9_]*)\}", src_t)
+        root = origins.get(single[1], recipe_root) if single else recipe_root
+        source = Path(src) if Path(src).is_absolute() else (root / src)
+        if not source.exists():
+            raise where(f"file to copy not found: {source}")
+        if not dest.startswith("/") or "\n" in dest or ".." in dest.split("/"):
+            raise where(f"copy destination must be an absolute path in the image, got {dest!r}")
+        out.append(Copy(source=source.resolve(), dest=dest, context=f"files/{first + len(out)}-{source.name}"))
+    return out
+
+
 def compile_addon(
     layer: Layer,
     values: Mapping[str, ParamValue],
@@ -141,18 +159,9 @@ def compile_addon(
             packages = " ".join(shlex.quote(p) for p in names)
             steps.append(Run(commands=(f"python3 -m pip install --no-cache-dir {packages}",), comment=tpl.comment))
         elif tpl.copy:
-            for src_t, dest_t in tpl.copy:
-                src = expand(src_t, values, shell=False, where=where)
-                dest = expand(dest_t, values, shell=False, where=where)
-                single = re.fullmatch(r"\{([a-z][a-z0-9_]*)\}", src_t)
-                root = origins.get(single[1], recipe_root) if single else recipe_root
-                source = Path(src) if Path(src).is_absolute() else (root / src)
-                if not source.exists():
-                    raise where(f"file to copy not found: {source}")
-                if not dest.startswith("/") or "\n" in dest or ".." in dest.split("/"):
-                    raise where(f"copy destination must be an absolute path in the image, got {dest!r}")
-                copy_index += 1
-                steps.append(Copy(source=source.resolve(), dest=dest, context=f"files/{copy_index}-{source.name}"))
+            copies = _copies(tpl, values, where, origins=origins, recipe_root=recipe_root, first=copy_index + 1)
+            copy_index += len(copies)
+            steps += copies
         elif tpl.env_from:
             pairs = _pairs(values[tpl.env_from], tpl.env_from, where)  # type: ignore[arg-type]
             steps.append(Env(tuple((k, check_env_value(k, v, where)) for k, v in pairs)))

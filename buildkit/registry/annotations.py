@@ -9,7 +9,8 @@
 | `io.ckit.source.digest` | the digest of the image the artifact was converted from |
 
 Values already recorded in the artifact (labels of a SIF's ``oci-config.json`` under ``io.ckit.*`` and
-``org.opencontainers.image.*``) are taken over; options given on the command line win.
+``org.opencontainers.image.*``; that object is the image config's bare ``config`` part, ``{"Labels": …}``)
+are taken over; options given on the command line win.
 """
 
 from __future__ import annotations
@@ -55,11 +56,19 @@ def sif_metadata(path: Path) -> tuple[int | None, dict[str, str]]:
                 config = parse_json(sif.read_object(desc), "oci-config.json")
             except CkitError:
                 continue
-            inner = config.get("config") or config.get("Config") or {}
-            found = inner.get("Labels") if isinstance(inner, dict) else None
-            labels = {k: str(v) for k, v in (found if isinstance(found, dict) else {}).items()
-                      if k.startswith(_KEPT_PREFIXES)}
+            labels = {k: str(v) for k, v in _sif_labels(config).items() if k.startswith(_KEPT_PREFIXES)}
     return created, labels
+
+
+def _sif_labels(config: object) -> dict[str, object]:
+    """The labels of a SIF's ``oci-config.json``: a bare image ``config`` object (``{"Labels": …}``), which is
+    what apptainer and ckit write; a whole image config (``{"config": {"Labels": …}}``) is read too."""
+    if not isinstance(config, dict):
+        return {}
+    for holder in (config, config.get("config"), config.get("Config")):
+        if isinstance(holder, dict) and isinstance(holder.get("Labels"), dict):
+            return holder["Labels"]
+    return {}
 
 
 def for_artifact(path: Path, kind: str, *, stack: str | None = None, parameters: dict | None = None,
@@ -73,9 +82,14 @@ def for_artifact(path: Path, kind: str, *, stack: str | None = None, parameters:
 
 
 def for_image(*, stack: str | None = None, parameters: dict | None = None, source_digest: str | None = None,
-              labels: dict[str, str] | None = None, extra: dict[str, str] | None = None) -> dict[str, str]:
+              labels: dict[str, str] | None = None, extra: dict[str, str] | None = None,
+              created: str | None = None) -> dict[str, str]:
+    """Annotations of an image's OCI manifest. ``created`` is the image config's own date: with it (or a
+    ``created`` label, or SOURCE_DATE_EPOCH) a repeat push of the same image makes the same manifest."""
     values = {k: v for k, v in (labels or {}).items() if k.startswith(_KEPT_PREFIXES)}
     epoch = source_date_epoch()
+    if created:
+        values.setdefault(CREATED, created)
     values.setdefault(CREATED, rfc3339(epoch if epoch is not None else int(datetime.now(UTC).timestamp())))
     if epoch is not None:
         values[CREATED] = rfc3339(epoch)

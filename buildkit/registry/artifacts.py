@@ -7,6 +7,14 @@ Media types (the SIF ones are apptainer's, so ``apptainer pull oras://`` accepts
 | `.sif` | `application/vnd.sylabs.sif.config.v1+json` | `application/vnd.sylabs.sif.layer.v1.sif` |
 | `.sqsh` | `application/vnd.ckit.enroot.config.v1+json` | `application/vnd.ckit.enroot.squashfs.v1` |
 
+Checked against apptainer's source (``internal/pkg/client/oras``: ``config.go`` SifConfigMediaTypeV1,
+``layer.go`` SifLayerMediaTypeV1 and SifLayerMediaTypeProto, ``image.go`` NewImageFromSIF, ``oras.go``
+DownloadImage): apptainer pushes an OCI manifest whose config is the 2-byte ``{}`` and whose one layer carries the
+title annotation, as ckit does; on pull it checks for exactly one layer of the v1 type or of the prototype type
+that Singularity < 3.7 pushed (``appliciation/vnd.sylabs.sif.layer.tar``, misspelt as it is), and *not* the config
+type, which older versions set inconsistently (``…sif.config.v1`` without ``+json``). ckit's pull recognises a SIF
+artifact the same way, and writes the file executable (0755 before the umask), as apptainer's pull does.
+
 The layer carries ``org.opencontainers.image.title`` (the file name); the manifest carries the annotations
 of :func:`buildkit.registry.annotations.for_artifact`.
 """
@@ -15,14 +23,16 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import IntegrityError, RegistryError
 from ..fsutil import atomic_path
 from ..oci.digest import of_bytes
-from ..oci.layout import descriptor
+from ..oci.layout import descriptor, json_object
 from . import known_digests
 from .client import OCI_MANIFEST, Progress, RegistryClient
 from .reference import Reference
@@ -38,12 +48,18 @@ class ArtifactKind:
     suffix: str
     config_type: str
     layer_type: str
+    mode: int  # of a pulled file, before the umask
+    also_layer_types: tuple[str, ...] = ()  # older layer media types a pull accepts
+
+    def layer_types(self) -> tuple[str, ...]:
+        return (self.layer_type, *self.also_layer_types)
 
 
+SIF_LAYER_PROTO = "appliciation/vnd.sylabs.sif.layer.tar"  # sic: Singularity < 3.7 (apptainer still accepts it)
 SIF = ArtifactKind("sif", ".sif", "application/vnd.sylabs.sif.config.v1+json",
-                   "application/vnd.sylabs.sif.layer.v1.sif")
+                   "application/vnd.sylabs.sif.layer.v1.sif", 0o755, (SIF_LAYER_PROTO,))
 SQSH = ArtifactKind("sqsh", ".sqsh", "application/vnd.ckit.enroot.config.v1+json",
-                    "application/vnd.ckit.enroot.squashfs.v1")
+                    "application/vnd.ckit.enroot.squashfs.v1", 0o644)
 KINDS = (SIF, SQSH)
 
 
@@ -55,10 +71,13 @@ def detect_kind(path: Path) -> ArtifactKind:
 
 
 def kind_of_manifest(manifest: dict) -> ArtifactKind | None:
+    """The artifact kind by its layer media types (as apptainer decides), else by its config media type."""
+    layers = manifest.get("layers")
+    types = {x.get("mediaType") for x in layers if isinstance(x, dict)} if isinstance(layers, list) else set()
     config = manifest.get("config")
     config_type = config.get("mediaType") if isinstance(config, dict) else None
     for kind in KINDS:
-        if config_type == kind.config_type:
+        if types & set(kind.layer_types()) or config_type == kind.config_type:
             return kind
     return None
 
@@ -88,6 +107,7 @@ class PushResult:
     kind: str
     size: int
     uploaded_bytes: int
+    media_type: str = OCI_MANIFEST
 
 
 def push_artifact(client: RegistryClient, ref: Reference, path: Path, annotations: dict[str, str],
@@ -136,37 +156,48 @@ def fetch_artifact_manifest(client: RegistryClient, ref: Reference) -> tuple[dic
     manifest = client.get_manifest(ref.repository, ref.reference)
     if ref.digest and manifest.digest != ref.digest:
         raise IntegrityError(f"manifest of {ref} has digest {manifest.digest}")
-    data = manifest.json()
+    data = json_object(manifest.data, f"manifest of {ref}")
     return data, manifest.digest, kind_of_manifest(data)
 
 
 def pull_artifact(client: RegistryClient, ref: Reference, out_dir: Path, progress: Progress | None = None,
-                  name: str | None = None) -> PullResult:
-    """Download the artifact's layer into ``out_dir``; it appears at its final path only once verified."""
-    data, manifest_digest, kind = fetch_artifact_manifest(client, ref)
+                  name: str | None = None, total: Callable[[int], None] | None = None,
+                  manifest: tuple[dict, str, ArtifactKind | None] | None = None) -> PullResult:
+    """Download the artifact's layer into ``out_dir``; it appears at its final path only once verified.
+    ``manifest`` is what :func:`fetch_artifact_manifest` returned when the caller fetched it already."""
+    data, manifest_digest, kind = manifest or fetch_artifact_manifest(client, ref)
     if kind is None:
+        config = data.get("config")
         raise RegistryError(f"{ref} is not a .sif or .sqsh artifact (config media type "
-                            f"{(data.get('config') or {}).get('mediaType')!r})",
+                            f"{(config if isinstance(config, dict) else {}).get('mediaType')!r})",
                             hint="for a container image, pull with --to sif or --to sqsh to convert it")
     entries = data.get("layers") or []
     if not isinstance(entries, list):
         raise IntegrityError(f"{ref}: the manifest's layers must be a list")
-    layers = [d for d in (descriptor(x, f"{ref}: layer") for x in entries) if d.media_type == kind.layer_type]
+    layers = [x for x in entries if isinstance(x, dict) and x.get("mediaType") in kind.layer_types()]
     if len(layers) != 1:
         raise RegistryError(f"{ref}: expected one {kind.layer_type} layer, found {len(layers)}")
-    layer = layers[0]
+    layer = descriptor(layers[0], f"{ref}: layer")
     final = out_dir / (name or output_name(ref, kind, layer.annotations.get(TITLE)))
-    download_verified(client, ref.repository, layer.digest, layer.size, final, progress)
+    if total:
+        total(layer.size)
+    download_verified(client, ref.repository, layer.digest, layer.size, final, progress, mode=_mode(kind))
     known_digests.remember(final, layer.digest)
     annotations = data.get("annotations")
     return PullResult(final, layer.digest, manifest_digest, kind.name, layer.size,
                       {k: str(v) for k, v in annotations.items()} if isinstance(annotations, dict) else {})
 
 
+def _mode(kind: ArtifactKind) -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return kind.mode & ~umask
+
+
 def download_verified(client: RegistryClient, repo: str, digest: str, size: int, final: Path,
-                      progress: Progress | None = None) -> None:
+                      progress: Progress | None = None, mode: int = 0o644) -> None:
     """Stream a blob into a temp file next to ``final``, check it, then rename; nothing is left on error."""
-    with atomic_path(final) as tmp, open(tmp, "wb") as out, client.open_blob(repo, digest, size) as blob:
+    with atomic_path(final, mode=mode) as tmp, open(tmp, "wb") as out, client.open_blob(repo, digest, size) as blob:
         while chunk := blob.read(READ_SIZE):
             out.write(chunk)
             if progress:

@@ -171,3 +171,35 @@ def store(host: str, creds: Credentials, config_path: Path | None = None) -> str
     _write_private(path, config)
     return str(path)
 
+
+
+def _helper_erase(helper: str, server: str) -> bool:
+    """Ask the helper to forget ``server``; False when it had nothing stored."""
+    result = process.run(_helper_argv(helper, "erase"), input=server, check=False, step="credential helper")
+    if result.returncode == 0:
+        return True
+    if "credentials not found" in (result.stdout + result.stderr).lower():
+        return False
+    raise RegistryError(f"credential helper docker-credential-{helper} could not erase {server} "
+                        f"(exit code {result.returncode})", hint="check the helper")
+
+
+def erase(host: str, config_path: Path | None = None) -> list[str]:
+    """Forget the stored credentials of ``host`` like ``docker logout``; return where they were removed from
+    (the config file, a helper), empty when none were stored. Environment credentials are not touched."""
+    path = config_path or docker_config_path()
+    config = load_docker_config(path)
+    keys = _config_keys(host)
+    removed: list[str] = []
+    helper = next((config["credHelpers"][k] for k in keys if k in (config.get("credHelpers") or {})), None) \
+        or config.get("credsStore")
+    if helper and _helper_erase(helper, keys[0]):
+        removed.append(f"docker-credential-{helper}")
+    auths = config.get("auths") or {}
+    found = [key for key in keys if key in auths]
+    if found:
+        for key in found:
+            del auths[key]
+        _write_private(path, config)
+        removed.append(str(path))
+    return removed

@@ -1,206 +1,199 @@
-"""Container images pushed straight through the registry API (no daemon): OCI layouts and docker archives.
+"""Container images pushed through the registry API (no daemon): their manifests, in the format every client reads.
 
-Blobs go up first (each HEAD-checked, so a repeat push sends nothing), then the manifest with ckit's
-annotations. A docker archive (``docker save`` / ``podman save``) becomes an OCI manifest whose layers keep
-their bytes (``tar`` or ``tar+gzip``), so layer digests equal those in the archive.
+The manifest keeps the media type the source had, unless ``--format`` says otherwise: Docker schema 2 for a
+``docker save`` archive or an engine's image, the layout's own type for an OCI layout. This matters beyond
+taste: enroot (and so Pyxis) probes a manifest with ``curl -I`` and ``Accept: */*``, and distribution 2.8 answers
+that probe with 404 for an OCI manifest; a Docker schema 2 manifest answers 200 (docs/formats/PYXIS.md).
+
+| format | manifest | config | layer | index |
+|---|---|---|---|---|
+| docker | `…docker.distribution.manifest.v2+json` | `…docker.container.image.v1+json` | `…docker.image.rootfs.diff.tar.gzip` | manifest list |
+| oci | `…oci.image.manifest.v1+json` | `…oci.image.config.v1+json` | `…oci.image.layer.v1.tar+gzip` (`+zstd`) | image index |
+
+Docker schema 2 has no annotations: ckit's annotations go only on OCI manifests (an image ckit built carries the
+same facts as labels in its config either way). A manifest whose content does not change (an index's child pushed
+in its own format with the source's own blobs) is pushed byte for byte, so its digest stays the layout's.
 """
 
 from __future__ import annotations
 
-import hashlib
-import io
-import tarfile
-from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
+import json
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import limits
 from ..config.jsondoc import parse as parse_json
-from ..errors import ConfigError, IntegrityError
-from ..oci.archive import archive_images
+from ..errors import CompatError, ConfigError, IntegrityError
 from ..oci.digest import of_bytes
-from ..oci.layout import Descriptor, OciLayout, descriptor, json_object
-from .artifacts import canonical_json
-from .client import DOCKER_LIST, OCI_INDEX, OCI_MANIFEST, Progress, RegistryClient
-from .reference import Reference
-from .streams import READ_SIZE
+from .client import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST, RegistryClient
+from .layers import Blob, LayerSource, Uploader
 
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
+DOCKER_CONFIG = "application/vnd.docker.container.image.v1+json"
 OCI_LAYER_TAR = "application/vnd.oci.image.layer.v1.tar"
 OCI_LAYER_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
 OCI_LAYER_ZSTD = "application/vnd.oci.image.layer.v1.tar+zstd"
+DOCKER_LAYER_GZIP = "application/vnd.docker.image.rootfs.diff.tar.gzip"
+
+FORMATS = ("docker", "oci")
+MANIFEST_TYPE = {"docker": DOCKER_MANIFEST, "oci": OCI_MANIFEST}
+INDEX_TYPE = {"docker": DOCKER_LIST, "oci": OCI_INDEX}
+CONFIG_TYPE = {"docker": DOCKER_CONFIG, "oci": OCI_CONFIG}
+LAYER_TYPE = {("docker", "gzip"): DOCKER_LAYER_GZIP, ("oci", "gzip"): OCI_LAYER_GZIP,
+              ("oci", "zstd"): OCI_LAYER_ZSTD, ("oci", "tar"): OCI_LAYER_TAR}
+IMAGE_CONFIG_TYPES = (OCI_CONFIG, DOCKER_CONFIG)
 
 
-Annotate = Callable[[dict[str, str]], dict[str, str]]  # image labels -> manifest annotations
+def format_of(media_type: str) -> str:
+    """``docker`` for Docker's manifest and list types, ``oci`` for everything else."""
+    return "docker" if media_type in (DOCKER_MANIFEST, DOCKER_LIST) else "oci"
+
+
+def compression_of(media_type: str) -> str:
+    """What a layer media type says about its bytes: tar, gzip, zstd, or opaque (not an image layer)."""
+    if media_type.endswith(("+gzip", ".tar.gzip")):
+        return "gzip"
+    if media_type.endswith(("+zstd", ".tar.zstd")):
+        return "zstd"
+    if media_type.endswith((".tar", "layer.v1.tar", "rootfs.diff.tar")):
+        return "tar"
+    return "opaque"
+
+
+def canonical_json(data: object) -> bytes:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _config_object(config: bytes) -> dict[str, Any]:
+    """The image config as a JSON object, or {} when it is not one (it is only read for labels and a date)."""
+    try:
+        return parse_json(config, "image config", error=IntegrityError)
+    except IntegrityError:
+        return {}
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def config_labels(config: bytes) -> dict[str, str]:
+    labels = _object(_object(_config_object(config).get("config")).get("Labels"))
+    return {str(k): str(v) for k, v in labels.items()}
 
 
 @dataclass(frozen=True)
-class ImagePushResult:
-    reference: str
+class ImageInput:
+    """One image as its source holds it."""
+
+    what: str
+    config: bytes
+    layers: list[LayerSource]
+    native: str  # the format the source holds it in
+    config_media_type: str | None = None  # as the source's manifest names it
+    manifest: dict[str, Any] | None = None  # the source's own manifest (layouts): other fields are kept
+    original: bytes | None = None  # its bytes, pushed as they are when nothing changes
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return config_labels(self.config)
+
+    @property
+    def created(self) -> str | None:
+        """The config's ``created`` date (RFC 3339), when it has a plausible one."""
+        value = _config_object(self.config).get("created")
+        return value if isinstance(value, str) and 0 < len(value) <= 64 and value[:4].isdigit() else None
+
+
+@dataclass(frozen=True)
+class Pushed:
     digest: str
-    size: int
-    uploaded_bytes: int | None  # None when the engine pushed (it does not say)
-    labels: dict[str, str]
+    media_type: str
+    manifest_size: int  # bytes of the manifest itself (what a descriptor of it states)
+    size: int  # bytes of the blobs it names (config and layers as stored in the registry)
+    labels: dict[str, str] = field(default_factory=dict)
 
 
-def _labels(config_bytes: bytes) -> dict[str, str]:
-    """The image labels, or none when the config is not what an image config looks like."""
-    try:
-        config = parse_json(config_bytes, "image config", error=IntegrityError)
-    except IntegrityError:
-        return {}
-    inner = config.get("config")
-    labels = inner.get("Labels") if isinstance(inner, dict) else None
-    return {k: str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
+def _config_type(image: ImageInput, fmt: str) -> str:
+    given = image.config_media_type
+    if given is None or (fmt != image.native and given in IMAGE_CONFIG_TYPES):
+        return CONFIG_TYPE[fmt]
+    if fmt != image.native:
+        raise CompatError(f"{image.what}: its config type {given!r} has no {fmt} form",
+                          hint=f"push it with --format {image.native}")
+    return given
 
 
-def with_annotations(manifest: bytes, media_type: str, annotations: dict[str, str]) -> bytes:
-    """The manifest with ``annotations`` merged in (OCI types only: Docker schema 2 has no annotations)."""
-    if media_type not in (OCI_MANIFEST, OCI_INDEX) or not annotations:
-        return manifest
-    data = parse_json(manifest, "manifest", error=IntegrityError)
-    present = data.get("annotations")
-    data["annotations"] = dict(sorted({**(present if isinstance(present, dict) else {}), **annotations}.items()))
-    return canonical_json(data)
+def _layer_descriptor(layer: LayerSource, blob: Blob, fmt: str, image: ImageInput, original: dict) -> dict:
+    keep_type = not blob.changed and fmt == image.native and layer.media_type
+    media_type = layer.media_type if keep_type else LAYER_TYPE.get((fmt, blob.compression))
+    if media_type is None:
+        raise CompatError(f"{layer.what}: a {blob.compression} layer has no place in a {fmt} manifest",
+                          hint="push it with --format oci")
+    if fmt == "docker":
+        return {"mediaType": media_type, "size": blob.size, "digest": blob.digest,
+                **({"urls": original["urls"]} if original.get("urls") else {})}
+    return {**original, "mediaType": media_type, "size": blob.size, "digest": blob.digest}
 
 
-# -- OCI layout --------------------------------------------------------------------------------------------
+def image_manifest(image: ImageInput, fmt: str, blobs: list[Blob], annotations: dict[str, str] | None) -> bytes:
+    """The manifest of ``image`` in ``fmt`` for the blobs as pushed (its own bytes when nothing changed)."""
+    unchanged = fmt == image.native and not any(b.changed for b in blobs) and image.original is not None
+    if unchanged and not annotations:
+        return image.original  # type: ignore[return-value]
+    source = image.manifest or {}
+    old_layers = source.get("layers") or [{} for _ in blobs]
+    layers = [_layer_descriptor(layer, blob, fmt, image, dict(old) if isinstance(old, dict) else {})
+              for layer, blob, old in zip(image.layers, blobs, old_layers, strict=True)]
+    config = {"mediaType": _config_type(image, fmt), "size": len(image.config), "digest": of_bytes(image.config)}
+    if fmt == "docker":
+        body: dict[str, Any] = {"schemaVersion": 2, "mediaType": DOCKER_MANIFEST, "config": config, "layers": layers}
+    else:
+        old_config = source.get("config") if isinstance(source.get("config"), dict) else {}
+        body = {**{k: v for k, v in source.items() if k not in ("mediaType", "config", "layers")},
+                "schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": {**old_config, **config}, "layers": layers}
+        if annotations:
+            body["annotations"] = dict(sorted({**_object(body.get("annotations")), **annotations}.items()))
+    return canonical_json(body)
 
 
-def select(layout: OciLayout, tag: str | None) -> Descriptor:
-    """The index entry tagged ``tag``, or the only entry when no tag is given."""
-    manifests = layout.manifests()
-    found = [m for m in manifests if m.ref_name == tag] if tag else manifests
-    if len(found) != 1:
-        names = sorted({m.ref_name or m.digest for m in manifests})
-        what = f"tag {tag!r}" if tag else "an image (the layout holds several)"
-        raise ConfigError(f"{layout.what}: cannot find {what}", hint=f"write {layout.what}:TAG, one of: "
-                          + ", ".join(names))
-    return found[0]
+def push_image(client: RegistryClient, repo: str, reference: str, image: ImageInput, fmt: str | None,
+               uploader: Uploader, annotations: dict[str, str] | None = None) -> Pushed:
+    """Upload the image's blobs (compressing plain layers), then put its manifest under ``reference``."""
+    fmt = fmt or image.native
+    _config_type(image, fmt)  # an impossible conversion fails before anything is sent
+    uploader.config(image.config, of_bytes(image.config))
+    blobs = [uploader.layer(layer) for layer in image.layers]
+    data = image_manifest(image, fmt, blobs, annotations if fmt == "oci" else None)
+    uploader.drain()  # a registry refuses a manifest whose blobs it does not have yet
+    media_type = MANIFEST_TYPE[fmt] if data is not image.original else _original_type(image)
+    digest = client.put_manifest(repo, reference, data, media_type)
+    return Pushed(digest, media_type, len(data), len(image.config) + sum(b.size for b in blobs), image.labels)
 
 
-def push_oci_layout(client: RegistryClient, ref: Reference, root: Path, tag: str | None, annotate: Annotate,
-                    progress: Progress | None = None) -> ImagePushResult:
-    layout = OciLayout(root, f"oci:{root}")
-    counter = [0, 0]
-    labels: dict[str, str] = {}
-    pushed: dict[str, str] = {}  # each manifest once: an index listing the same child many times cannot fan out
-    max_depth, max_count = limits.size("index_depth"), limits.size("index_manifests")
-
-    def push_manifest(desc: Descriptor, reference: str, top: bool, depth: int = 0) -> str:
-        if desc.digest in pushed and not top:
-            return pushed[desc.digest]
-        if depth > max_depth or len(pushed) >= max_count:
-            raise IntegrityError(f"{layout.what}: image indexes nest deeper than {max_depth} levels or list more "
-                                 f"than {max_count} manifests", hint="CKIT_MAX_INDEX_DEPTH and "
-                                 "CKIT_MAX_INDEX_MANIFESTS raise the limits")
-        data = layout.read_blob(desc)
-        body = json_object(data, f"{layout.what}: manifest {desc.digest}")
-        media_type = desc.media_type or str(body.get("mediaType") or OCI_MANIFEST)
-        if media_type in (OCI_INDEX, DOCKER_LIST):
-            for n, child in enumerate(_list(body, "manifests", layout.what)):
-                item = descriptor(child, f"{layout.what}: manifests[{n}] of {desc.digest}")
-                push_manifest(item, item.digest, top=False, depth=depth + 1)
-        else:
-            config = descriptor(body.get("config"), f"{layout.what}: config of {desc.digest}")
-            layers = [descriptor(x, f"{layout.what}: layers[{n}] of {desc.digest}")
-                      for n, x in enumerate(_list(body, "layers", layout.what))]
-            if top:
-                labels.update(_labels(layout.read_blob(config, limit=limits.size("config_size"))))
-            for blob in [config, *layers]:
-                counter[0] += blob.size
-                with layout.open_blob(blob.digest) as handle:  # a regular file inside the layout, never a link
-                    counter[1] += client.upload_blob(ref.repository, handle, blob.digest, blob.size,
-                                                     progress=progress)
-        if top:
-            data = with_annotations(data, media_type, annotate(labels))
-        pushed[desc.digest] = client.put_manifest(ref.repository, reference, data, media_type)
-        return pushed[desc.digest]
-
-    digest = push_manifest(select(layout, tag), ref.tag or ref.reference, top=True)
-    return ImagePushResult(str(ref.with_digest(digest)), digest, counter[0], counter[1], labels)
+def _original_type(image: ImageInput) -> str:
+    return str((image.manifest or {}).get("mediaType") or MANIFEST_TYPE[image.native])
 
 
-def _list(body: dict[str, Any], key: str, what: str) -> list[Any]:
-    value = body.get(key) or []
-    if not isinstance(value, list):
-        raise IntegrityError(f"{what}: {key} must be a list")
-    return value
-
-
-# -- docker archive --------------------------------------------------------------------------------------
-
-
-def _hash_member(archive: tarfile.TarFile, member: tarfile.TarInfo) -> tuple[str, bytes]:
-    src = archive.extractfile(member)
-    if src is None:
-        raise ConfigError(f"docker archive member {member.name} is not a file")
-    h = hashlib.sha256()
-    head = b""
-    while chunk := src.read(READ_SIZE):
-        if not head:
-            head = chunk[:4]
-        h.update(chunk)
-    return "sha256:" + h.hexdigest(), head
-
-
-def _read_member(archive: tarfile.TarFile, name: str, what: str) -> bytes:
-    """A small member (manifest.json, the config), size-capped before it is read."""
-    member = archive.getmember(name)
-    limit = limits.size("config_size")
-    source = archive.extractfile(member)
-    if source is None or member.size > limit:
-        raise IntegrityError(f"{what}: member {name!r} is not a file of at most {limit} bytes")
-    return source.read(limit + 1)
-
-
-def _layer_type(head: bytes) -> str:
-    if head[:2] == b"\x1f\x8b":
-        return OCI_LAYER_GZIP
-    if head[:4] == b"\x28\xb5\x2f\xfd":
-        return OCI_LAYER_ZSTD
-    return OCI_LAYER_TAR
-
-
-def push_docker_archive(client: RegistryClient, ref: Reference, path: Path, annotate: Annotate,
-                        progress: Progress | None = None) -> ImagePushResult:
-    try:
-        archive = tarfile.open(path, "r:")  # noqa: SIM115 - closed below
-    except (OSError, tarfile.TarError) as err:
-        raise ConfigError(f"docker-archive:{path}: not a readable tar archive ({err})") from err
-    with archive:
-        what = f"docker-archive:{path}"
-        try:
-            entries = archive_images(_read_member(archive, "manifest.json", what), what)
-        except (KeyError, AttributeError) as err:
-            raise ConfigError(f"{what}: no manifest.json",
-                              hint="write the archive with `docker save` or `podman save --format docker-archive`") from err
-        if len(entries) != 1:
-            raise ConfigError(f"{what}: holds {len(entries)} images; ckit pushes one")
-        entry = entries[0]
-        config_bytes = _read_member(archive, entry.config, what)
-        config_digest = of_bytes(config_bytes)
-        uploaded = client.upload_blob(ref.repository, io.BytesIO(config_bytes), config_digest, len(config_bytes))
-        layers = []
-        total = len(config_bytes)
-        for name in entry.layers:
-            member = archive.getmember(name)
-            digest, head = _hash_member(archive, member)
-            layers.append({"mediaType": _layer_type(head), "digest": digest, "size": member.size})
-            total += member.size
-            uploaded += client.upload_blob(ref.repository, archive.extractfile(member), digest,  # type: ignore[arg-type]
-                                           member.size, progress=progress)
-    labels = _labels(config_bytes)
-    manifest = {
-        "schemaVersion": 2,
-        "mediaType": OCI_MANIFEST,
-        "config": {"mediaType": OCI_CONFIG, "digest": config_digest, "size": len(config_bytes)},
-        "layers": layers,
-    }
-    annotations = annotate(labels)
+def index_manifest(body: dict[str, Any], native: str, fmt: str, children: list[tuple[dict[str, Any], Pushed]],
+                   annotations: dict[str, str] | None) -> bytes:
+    """An index (or manifest list) naming the children as pushed."""
+    if fmt == "docker":
+        entries = [{"mediaType": pushed.media_type, "size": pushed.manifest_size, "digest": pushed.digest,
+                    **({"platform": old["platform"]} if old.get("platform") else {})} for old, pushed in children]
+        return canonical_json({"schemaVersion": 2, "mediaType": DOCKER_LIST, "manifests": entries})
+    entries = [{**old, "mediaType": pushed.media_type, "size": pushed.manifest_size, "digest": pushed.digest}
+               for old, pushed in children]
+    out = {**body, "schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries}
     if annotations:
-        manifest["annotations"] = dict(sorted(annotations.items()))
-    digest = client.put_manifest(ref.repository, ref.tag or ref.reference, canonical_json(manifest), OCI_MANIFEST)
-    return ImagePushResult(str(ref.with_digest(digest)), digest, total, uploaded, labels)
+        out["annotations"] = dict(sorted({**_object(body.get("annotations")), **annotations}.items()))
+    return canonical_json(out)
 
+
+def check_format(fmt: str | None) -> str | None:
+    if fmt is not None and fmt not in FORMATS:
+        raise ConfigError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    return fmt
+
+
+def check_nesting(depth: int, limit: int, what: str) -> None:
+    if depth > limit:
+        raise IntegrityError(f"{what}: image indexes nest deeper than {limit} levels")

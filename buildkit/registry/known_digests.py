@@ -51,3 +51,30 @@ def remember(path: Path, digest: str, seen: str | None = None, root: Path | None
         now = identity(path)
         if seen is None or seen == now:
             atomic_write(_entry(now, root), digest.encode() + b"\n")
+
+
+# -- layers ckit compressed --------------------------------------------------------------------------------
+# A plain-tar layer (``diff_id``) compressed by :mod:`.compress` (``method``) gives one blob digest; remembering
+# it lets a repeat push ask the registry for that blob (``HEAD``) without compressing the layer again. An entry
+# is written only right after ckit compressed the layer and checked its ``diff_id``; the method is part of the
+# key, so another compressor (or level, or block size) never reuses a digest it would not produce. When the
+# registry lacks the blob, the layer is compressed afresh and the digest taken from the bytes sent.
+
+
+def _compressed_entry(diff_id: str, method: str, root: Path | None) -> Path:
+    key = hashlib.sha256(f"{method}\0{diff_id}".encode()).hexdigest()
+    return (root or default_root()) / "digests" / "compressed" / key
+
+
+def lookup_compressed(diff_id: str, method: str, root: Path | None = None) -> tuple[str, int] | None:
+    """(digest, size) of the blob ``method`` made from the layer ``diff_id``, or None."""
+    try:
+        digest, size = _compressed_entry(diff_id, method, root).read_text().split()
+    except (OSError, ValueError):
+        return None
+    return (digest, int(size)) if _DIGEST.match(digest) and size.isdigit() else None
+
+
+def remember_compressed(diff_id: str, method: str, digest: str, size: int, root: Path | None = None) -> None:
+    with contextlib.suppress(OSError):
+        atomic_write(_compressed_entry(diff_id, method, root), f"{digest} {size}\n".encode())

@@ -173,7 +173,7 @@ def image_configs(blob: Any) -> None:
 @SETTINGS
 @given(st.one_of(SHAPED.map(lambda v: json.dumps(v).encode()), st.binary(max_size=200)))
 def small_documents(data: bytes) -> None:
-    from buildkit.oci.archive import archive_images
+    from buildkit.oci.docker_manifest import archive_images
     from buildkit.registry.client import error_details
     from buildkit.registry.tokens import _token_fields
 

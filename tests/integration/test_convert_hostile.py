@@ -111,7 +111,8 @@ def test_bad_source_is_a_usage_error_and_convert_needs_no_tools(tmp_path: Path) 
     done = ckit(tmp_path, "convert", "podman:whatever", "--to", "sif")
     assert done.returncode == 2
     assert "unknown image source 'podman:whatever'" in done.stderr
-    assert "docker-daemon:REF, docker-archive:PATH[:REF], oci:PATH[:TAG], docker://REF" in done.stderr
+    assert ("docker-daemon:REF, docker-archive:PATH[:REF], oci:PATH[:TAG], oci-archive:PATH[:TAG], docker://REF"
+            in done.stderr)
     source = docker_archive(tmp_path / "image.tar", [tar_bytes([entry("bin", "dir")])])
     env = {**os.environ, "CKIT_CACHE_DIR": str(tmp_path / "cache"), "PATH": str(tmp_path / "empty")}
     for target in ("sqsh", "sif"):  # no squashfs tool, no apptainer, nothing on PATH

@@ -17,7 +17,7 @@ def test_fresh_venv_install(tmp_path: Path) -> None:
     ckit = str(venv / "bin" / "ckit")
     listed = subprocess.run([ckit, "recipes"], check=True, capture_output=True, text=True, cwd=tmp_path).stdout
     expected = ["pytorch-horovod", "tensorflow-horovod", "nccl-tests", "pytorch-ddp", "tf-multiworker",
-                "pytorch-ray", "mindspore-ascend", "horovod-apulis", "demo"]
+                "pytorch-ray", "mindspore-ascend", "horovod-apulis", "demo", "hello"]
     for stack in expected:
         assert f"  {stack} " in listed, stack
         for fmt in ("docker", "singularity"):

@@ -125,6 +125,10 @@ elif sys.argv[1] == "get":
     if req.strip() not in data:
         print("credentials not found in native keychain"); sys.exit(1)
     print(json.dumps({{"Username": data[req.strip()]["Username"], "Secret": data[req.strip()]["Secret"]}}))
+elif sys.argv[1] == "erase":
+    if data.pop(req.strip(), None) is None:
+        print("credentials not found in native keychain"); sys.exit(1)
+    json.dump(data, open(path, "w"))
 """)
     helper.chmod(0o755)
     env = {**_docker_config(tmp_path), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
@@ -138,3 +142,34 @@ elif sys.argv[1] == "get":
     sif = fake_sif(tmp_path / "h.sif")
     pushed = ckit("push", str(sif), f"{registry_auth.host}/{unique_repo()}:v1", env=env)
     assert pushed.returncode == 0, pushed.stderr
+
+    out = ckit("logout", registry_auth.host, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.strip() == (f"Removed login credentials for {registry_auth.host} from "
+                                  f"docker-credential-ckittest, {config_file}")
+    assert json.loads(store.read_text()) == {}
+    assert json.loads(config_file.read_text()) == {"auths": {}, "credsStore": "ckittest"}
+
+
+def test_logout_forgets_what_login_stored(registry_auth, tmp_path: Path) -> None:
+    env = _docker_config(tmp_path)
+    config_file = Path(env["DOCKER_CONFIG"]) / "config.json"
+    config_file.write_text(json.dumps({"auths": {"other.example.org": {"auth": "eDp5"}}}))
+    done = ckit("login", registry_auth.host, "-u", registry_auth.username, "--password-stdin",
+                input=registry_auth.password, env=env)
+    assert done.returncode == 0, done.stderr
+    sif = fake_sif(tmp_path / "out.sif")
+    ref = f"{registry_auth.host}/{unique_repo()}:v1"
+    assert ckit("push", str(sif), ref, env=env).returncode == 0
+    out = ckit("logout", registry_auth.host, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.strip() == f"Removed login credentials for {registry_auth.host} from {config_file}"
+    assert json.loads(config_file.read_text()) == {"auths": {"other.example.org": {"auth": "eDp5"}}}
+    assert stat.S_IMODE(config_file.stat().st_mode) == 0o600
+    refused = ckit("push", str(sif), ref, env=env)
+    assert refused.returncode == 1
+    assert refused.stderr.splitlines()[0] == f"ckit: error: registry {registry_auth.host} requires authentication"
+    again = ckit("logout", registry_auth.host, env=env)
+    assert again.returncode == 0 and again.stderr.strip() == f"Not logged in to {registry_auth.host}"
+    env_creds = ckit("logout", registry_auth.host, env={**env, "CKIT_REGISTRY_USER": "u", "CKIT_REGISTRY_PASSWORD": "p"})
+    assert "CKIT_REGISTRY_USER/CKIT_REGISTRY_PASSWORD are set in the environment" in env_creds.stderr

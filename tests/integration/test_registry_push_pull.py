@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from buildkit.registry.artifacts import SIF, SQSH
@@ -40,6 +41,9 @@ def test_sif_push_pull_round_trip_with_media_types_and_annotations(registry, tmp
     data = json.loads(pulled.stdout)
     assert Path(data["path"]) == tmp_path / "out" / "demo.sif"
     assert (tmp_path / "out" / "demo.sif").read_bytes() == sif.read_bytes()
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (tmp_path / "out" / "demo.sif").stat().st_mode & 0o777 == 0o755 & ~mask  # runnable, as apptainer pulls it
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["demo.sif"]
 
     by_digest = ckit("pull", out["reference"], "-o", str(tmp_path / "pinned"))  # REPO:TAG@sha256:…
@@ -59,6 +63,7 @@ def test_sqsh_round_trip_uses_the_ckit_media_type(registry, tmp_path: Path) -> N
     assert pulled.returncode == 0, pulled.stderr
     assert pulled.stdout.strip() == str(tmp_path / "o" / "app.sqsh")
     assert (tmp_path / "o" / "app.sqsh").read_bytes() == sqsh.read_bytes()
+    assert (tmp_path / "o" / "app.sqsh").stat().st_mode & 0o111 == 0  # data, not a program
 
 
 def test_repush_of_an_unchanged_artifact_uploads_zero_bytes(registry, tmp_path: Path) -> None:
@@ -267,3 +272,71 @@ def test_upload_the_registry_forgot_restarts_from_zero(registry, tmp_path: Path)
     # sent: chunk 1, the refused chunk 2, then the whole blob again (+ the 2-byte config)
     assert result.uploaded_bytes == sif.stat().st_size + (2 << 20) + 2
     assert pull_artifact(client, ref, tmp_path / "back").path.read_bytes() == sif.read_bytes()
+
+
+def _tty(command: list[str], env: dict[str, str]) -> str:
+    """What ``command`` writes to a terminal (run under ``script``), colour codes removed."""
+    import os
+    import re
+    import shlex
+    import subprocess
+
+    done = subprocess.run(["script", "-qec", shlex.join(command), "/dev/null"],  # noqa: S603,S607
+                          capture_output=True, text=True, timeout=300, check=False,
+                          env={**os.environ, **env, "COLUMNS": "160"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", done.stdout).replace("\r", "\n")
+
+
+def test_pull_on_a_terminal_shows_size_and_digest(registry, podman, busybox_image, tmp_path: Path) -> None:
+    """No bar without its size (it stayed at '0/? bytes': that the meter is told the size is
+    test_first_hour.py::test_a_pull_tells_its_meter_the_size; a local pull is too quick to draw one); a converted
+    image's summary names the manifest digest it pulled (it said 'None')."""
+    import docker
+
+    from tests.integration.registry_helpers import CKIT
+
+    env = {"CKIT_CACHE_DIR": str(tmp_path / "cache")}
+    sif = fake_sif(tmp_path / "tty.sif", payload_size=6 << 20)
+    ref = f"{registry.host}/{unique_repo()}:tty"
+    assert ckit("push", str(sif), ref).returncode == 0
+    shown = _tty([CKIT, "pull", ref, "-o", str(tmp_path / "a")], env)
+    assert "/? bytes" not in shown and "None" not in shown, shown
+    layer = json.loads(ckit("pull", ref, "-o", str(tmp_path / "b"), "--json").stdout)["digest"]
+    assert f"bytes, sif {layer})" in shown
+
+    repo = unique_repo()
+    engine = docker.from_env()
+    engine.images.get(busybox_image).tag(f"{registry.host}/{repo}", "img")
+    items = list(engine.api.push(f"{registry.host}/{repo}", tag="img", stream=True, decode=True))
+    assert not [i for i in items if "error" in i], items
+    target = parse(f"{registry.host}/{repo}:img")
+    digest = RegistryClient.for_reference(target).get_manifest(target.repository, "img").digest
+    shown = _tty([CKIT, "pull", str(target), "--to", "sqsh", "-o", str(tmp_path / "c")], env)
+    assert f"pull {repo}" not in shown and "None" not in shown, shown  # the conversion shows its own progress
+    assert f"pulled {target}@{digest} (" in shown and f"bytes, sqsh {digest})" in shown
+
+
+def test_a_sif_pushed_by_older_singularity_is_pulled(registry, tmp_path: Path) -> None:
+    """Singularity < 3.7 pushed the SIF layer as 'appliciation/vnd.sylabs.sif.layer.tar' (sic) and its config as
+    '…sif.config.v1' (no +json); apptainer still pulls those (it checks the layer type only), and so does ckit."""
+    import io
+
+    from buildkit.oci.digest import of_bytes
+    from buildkit.registry.artifacts import SIF_LAYER_PROTO, canonical_json
+
+    sif = fake_sif(tmp_path / "old.sif")
+    ref = parse(f"{registry.host}/{unique_repo()}:old")
+    client = RegistryClient.for_reference(ref)
+    data = sif.read_bytes()
+    client.upload_blob(ref.repository, io.BytesIO(data), of_bytes(data), len(data))
+    client.upload_blob(ref.repository, io.BytesIO(b"{}"), of_bytes(b"{}"), 2)
+    manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "config": {"mediaType": "application/vnd.sylabs.sif.config.v1", "digest": of_bytes(b"{}"), "size": 2},
+                "layers": [{"mediaType": SIF_LAYER_PROTO, "digest": of_bytes(data), "size": len(data),
+                            "annotations": {"org.opencontainers.image.title": "old.sif"}}]}
+    client.put_manifest(ref.repository, "old", canonical_json(manifest), "application/vnd.oci.image.manifest.v1+json")
+    pulled = ckit("pull", str(ref), "-o", str(tmp_path / "out"), "--json")
+    assert pulled.returncode == 0, pulled.stderr
+    assert json.loads(pulled.stdout)["kind"] == "sif"
+    assert (tmp_path / "out" / "old.sif").read_bytes() == data

@@ -21,13 +21,15 @@ def _ckit(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str
 def test_push_stack_pushes_its_newest_build(podman: Any, debian_image: str, registry: Any,
                                             capsys: pytest.CaptureFixture[str], tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("CKIT_CACHE_DIR", str(tmp_path / "cache"))
-    code, out, err = _ckit(capsys, "build", "demo", "--json")
+    code, out, err = _ckit(capsys, "build", "demo", "--to", "image,sif", "-o", str(tmp_path / "out"), "--json")
     assert code == 0, err
     built = json.loads(out)
     code, out, err = _ckit(capsys, "push", "demo", f"{registry.host}/ckit/stack-push:1", "--json")
     assert code == 0, err
     pushed = json.loads(out)
     assert pushed["kind"] == "image" and pushed["source"] == "demo"
+    assert pushed["media_type"] == "application/vnd.docker.distribution.manifest.v2+json"
+    assert pushed["uploaded_bytes"] >= 0 and pushed["size"] > 0  # ckit's client pushed it, not the engine
     accept = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"
     reply = requests.get(f"http://{registry.host}/v2/ckit/stack-push/manifests/1", headers={"Accept": accept},
                          timeout=30)
@@ -37,6 +39,14 @@ def test_push_stack_pushes_its_newest_build(podman: Any, debian_image: str, regi
     labels = config["config"]["Labels"]
     assert labels["io.ckit.stack"] == "demo"
     assert labels["io.ckit.fingerprint"] == built["fingerprint"]
+
+    # the .sif of the same build carries those labels in its oci-config.json: its manifest gets them
+    sif = next(a["path"] for a in built["artifacts"] if a["kind"] == "sif")
+    code, out, err = _ckit(capsys, "push", sif, f"{registry.host}/ckit/stack-push:1-sif", "--json")
+    assert code == 0, err
+    annotations = json.loads(out)["annotations"]
+    assert annotations["io.ckit.stack"] == "demo"
+    assert json.loads(annotations["io.ckit.parameters"]) == json.loads(labels["io.ckit.parameters"])
 
 
 def test_push_stack_without_a_build(podman: Any, registry: Any, capsys: pytest.CaptureFixture[str],

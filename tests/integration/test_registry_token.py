@@ -8,7 +8,6 @@ import io
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tarfile
 import time
@@ -22,35 +21,9 @@ from buildkit.registry.artifacts import pull_artifact, push_artifact
 from buildkit.registry.auth import Credentials
 from buildkit.registry.client import RegistryClient
 from buildkit.registry.reference import parse
-from tests.infra.daemon import run_dir
 from tests.infra.registry import PASSWORD, USERNAME, Registry
 from tests.integration.registry_helpers import ckit, fake_sif, unique_repo
-from tests.integration.tokenserver import SERVICE, TokenServer
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class TokenRegistry(Registry):
-    """distribution with ``auth: token`` on a free 127.0.0.1 port, trusting the test token server's certificate.
-
-    Name and port are this process's own, so parallel test workers each run their own pair.
-    """
-
-    def __init__(self, server: TokenServer) -> None:
-        super().__init__(run_dir())
-        self.server = server
-        self.name = f"registry-token-{os.getpid()}"
-        self.port = _free_port()
-
-    def config(self) -> dict[str, object]:
-        return {**super().config(), "auth": self.server.registry_auth()}
-
-    def healthy(self) -> bool:  # always start our own: the token server's key is new each session
-        return False
+from tests.integration.tokenserver import SERVICE, TokenRegistry, TokenServer
 
 
 @pytest.fixture(scope="module")

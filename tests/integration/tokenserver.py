@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import os
+import socket
 import threading
 import time
 import uuid
@@ -24,6 +26,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+
+from tests.infra.daemon import run_dir
+from tests.infra.registry import Registry
 
 ISSUER = "ckit-test-issuer"
 SERVICE = "ckit-test-registry"
@@ -124,3 +129,28 @@ class TokenServer:
     def stop(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class TokenRegistry(Registry):
+    """distribution with ``auth: token`` on a free 127.0.0.1 port, trusting the test token server's certificate.
+
+    Name and port are this process's own, so parallel test workers each run their own pair.
+    """
+
+    def __init__(self, server: TokenServer) -> None:
+        super().__init__(run_dir())
+        self.server = server
+        self.port = _free_port()
+        self.name = f"registry-token-{os.getpid()}-{self.port}"
+
+    def config(self) -> dict[str, object]:
+        return {**super().config(), "auth": self.server.registry_auth()}
+
+    def healthy(self) -> bool:  # always start our own: the token server's key is new each session
+        return False

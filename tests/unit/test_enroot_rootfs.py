@@ -98,5 +98,5 @@ def test_values_enroot_would_mangle_are_rejected(config: ImageConfig, message: s
 
 
 def test_provenance_must_be_one_line() -> None:
-    with pytest.raises(ConvertError, match="one non-empty line"):
+    with pytest.raises(ConvertError, match="must be one line"):
         E.rc_text(ImageConfig(), provenance="docker://x\nrm -rf /")

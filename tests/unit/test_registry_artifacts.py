@@ -7,13 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.errors import ConfigError, IntegrityError, RegistryError
+from buildkit.errors import ConfigError, IntegrityError
 from buildkit.oci.digest import VerifyingReader
 from buildkit.registry import annotations as notes
 from buildkit.registry.artifacts import SIF, SQSH, build_manifest, detect_kind, kind_of_manifest, output_name
 from buildkit.registry.client import ManifestHead
-from buildkit.registry.daemon_push import check_push_stream
-from buildkit.registry.images import with_annotations
 from buildkit.registry.lock import lock_data, render
 from buildkit.registry.reference import parse
 from buildkit.registry.stage import copy_verified, expand_dir, stage_dir
@@ -115,16 +113,20 @@ def test_annotations_honour_source_date_epoch_and_options(tmp_path: Path, monkey
 
 
 def test_annotations_come_from_the_labels_inside_a_sif(tmp_path: Path, monkeypatch) -> None:
+    """The SIF's oci-config.json as the converter writes it (the bare config object, ``{"Labels": …}``)."""
+    from buildkit.image.apptainer_rootfs import oci_config_json
+    from buildkit.image.model import ImageConfig
     from buildkit.image.sif import write_apptainer_sif
 
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     squashfs = tmp_path / "fs.sqsh"
     squashfs.write_bytes(b"hsqs" + bytes(4092))
-    config = {"config": {"Labels": {"io.ckit.stack": "from-sif", "io.ckit.parameters": '{"t":{"v":"1"}}',
-                                    "maintainer": "someone"}}}
+    image = {"architecture": "amd64", "config": {"Cmd": ["/bin/sh"], "Labels": {
+        "io.ckit.stack": "from-sif", "io.ckit.parameters": '{"t":{"v":"1"}}', "maintainer": "someone"}}}
+    written = oci_config_json(ImageConfig.from_image_config(image))
+    assert json.loads(written)["Labels"]["io.ckit.stack"] == "from-sif"  # no "config" key around it
     sif = tmp_path / "labelled.sif"
-    write_apptainer_sif(sif, deffile=b"bootstrap: docker\n", oci_config=json.dumps(config).encode(),
-                        squashfs=squashfs, arch="amd64")
+    write_apptainer_sif(sif, deffile=b"bootstrap: docker\n", oci_config=written, squashfs=squashfs, arch="amd64")
     values = notes.for_artifact(sif, "sif", source_digest="sha256:" + "e" * 64)
     assert values["io.ckit.stack"] == "from-sif"
     assert values["io.ckit.parameters"] == '{"t":{"v":"1"}}'
@@ -132,24 +134,10 @@ def test_annotations_come_from_the_labels_inside_a_sif(tmp_path: Path, monkeypat
     assert values["org.opencontainers.image.created"] == "2023-11-14T22:13:20Z"
     assert notes.for_artifact(sif, "sif", stack="override")["io.ckit.stack"] == "override"
 
-
-def test_image_manifest_annotations_only_for_oci_types() -> None:
-    oci = json.dumps({"schemaVersion": 2, "annotations": {"b": "1"}}).encode()
-    merged = json.loads(with_annotations(oci, "application/vnd.oci.image.manifest.v1+json", {"a": "2"}))
-    assert merged["annotations"] == {"a": "2", "b": "1"}
-    docker_v2 = b'{"schemaVersion":2}'
-    assert with_annotations(docker_v2, "application/vnd.docker.distribution.manifest.v2+json", {"a": "1"}) \
-        == docker_v2
-
-
-def test_push_stream_errors_are_raised_and_redacted() -> None:
-    ok = [{"status": "Pushing"}, {"aux": {"Tag": "v1", "Digest": "sha256:" + "c" * 64, "Size": 5}}]
-    assert check_push_stream(ok, [], "r/x:v1") == "sha256:" + "c" * 64
-    bad = [{"status": "Pushing"}, {"error": "unauthorized: bad password hunter2", "errorDetail": {}}]
-    with pytest.raises(RegistryError) as err:
-        check_push_stream(bad, ["hunter2"], "r/x:v1")
-    assert str(err.value) == ("engine push to r/x:v1 failed: unauthorized: bad password ***\n"
-                              "  hint: run `ckit login` for this registry")
+    whole = tmp_path / "whole.sif"  # a whole image config in that object is read as well
+    write_apptainer_sif(whole, deffile=b"bootstrap: docker\n", oci_config=json.dumps(image).encode(),
+                        squashfs=squashfs, arch="amd64")
+    assert notes.for_artifact(whole, "sif")["io.ckit.stack"] == "from-sif"
 
 
 def test_lock_file_is_deterministic(golden) -> None:
