@@ -36,7 +36,8 @@ def _unraisable(info: object) -> None:
 
 
 # Command modules in the order `ckit --help` lists them; importing one registers its commands on ``app``.
-COMMAND_MODULES = ("recipes", "build", "convert", "inspect", "registry", "sites", "launch", "completion")
+COMMAND_MODULES = ("recipes", "build", "convert", "inspect", "registry", "sites", "launch", "cache",
+                   "completion")
 
 
 def _app():  # type: ignore[no-untyped-def]

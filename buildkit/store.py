@@ -4,13 +4,18 @@ Layout under the cache dir (``CKIT_CACHE_DIR``, else the platform's user cache d
 
     artifacts/<key>.<sif|sqsh>      the artifact (read-only once published)
     artifacts/<key>.json            what it was made from: source, digest, options, size
-    locks/<key>.lock                fcntl.flock'ed while the artifact is being made
+    locks/<key>.lease               held while the artifact is being made (see :mod:`buildkit.lease`)
     work/<key>/                     scratch space of the conversion of <key> (spools, temp squashfs)
 
 A key is the sha256 of the canonical JSON of the source digest and every option that changes the bytes
 (target, compression, ckit's format version). Publishing is atomic: the producer writes a temp file in
-``artifacts/``, the store verifies it, fsyncs and renames it. Two runs on the same key serialise on the lock
-file: the second finds the artifact published and does no work.
+``artifacts/``, the store verifies it, fsyncs and renames it. Two runs on the same key serialise on the key's
+lease: the second finds the artifact published and does no work. The lease needs no ``flock`` (the store may be a
+cluster file system shared by many users and nodes), and a holder that dies or stops making progress is taken
+over after ``CKIT_LOCK_STALE_SECONDS`` (120 s) instead of blocking every later conversion of that image.
+
+Folders the store creates get the permission bits of its root, so a root an admin made group- or world-writable
+(``2775``, ``0777``) stays usable by every user; artifacts and records are readable by everyone (0644).
 
 The record keeps the artifact's inode, size and modification time as published. Any write to the file changes
 its mtime, so an entry whose file no longer matches its record (modified in place, even at the same size, or
@@ -19,12 +24,10 @@ replaced) is dropped and made again instead of being served.
 
 from __future__ import annotations
 
-import fcntl
+import contextlib
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,6 +36,7 @@ from typing import Any
 
 from .errors import ConvertError
 from .fsutil import fsync_dir, place_copy
+from .lease import Lease
 
 FORMAT_VERSION = 2  # bump when the bytes ckit writes for the same inputs change (2: ckit's own squashfs writer)
 
@@ -65,10 +69,13 @@ class Store:
         self.artifacts = self.root / "artifacts"
         self.locks = self.root / "locks"
         self.work = self.root / "work"
+        self.on_wait: Callable[[str], None] | None = None  # told who holds a lease this process waits for
+        self.holder = ""  # named in the leases this process takes (e.g. the Slurm step of an importer)
+        self._leases: dict[str, Lease] = {}
 
     def _ensure(self) -> None:
         for folder in (self.artifacts, self.locks, self.work):
-            folder.mkdir(parents=True, exist_ok=True)
+            make_dir(folder, self.root)
 
     def path(self, key: str, suffix: str) -> Path:
         return self.artifacts / f"{key}.{suffix}"
@@ -85,26 +92,31 @@ class Store:
                 raise ConvertError(f"{path}: the file changed since it was published")
             if verify is not None:
                 verify(path)
-        except (ValueError, OSError, ConvertError):
+        except OSError:
+            return None  # could not look (a shared store's hiccup on one node): a miss, not a reason to delete
+        except (ValueError, ConvertError):
             path.unlink(missing_ok=True)
             meta_path.unlink(missing_ok=True)
             return None
         return Entry(key, path, meta)
 
     @contextmanager
-    def lock(self, key: str) -> Iterator[None]:
-        """Exclusive per-key lock (blocks while another process holds it)."""
+    def lock(self, key: str, holder: str = "") -> Iterator[Lease]:
+        """Exclusive per-key lease (waits while another live holder makes progress; see :mod:`buildkit.lease`)."""
         self._ensure()
-        with open(self.locks / f"{key}.lock", "a+b") as handle:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        lease = Lease(self.locks / f"{key}.lease", holder=holder or self.holder, on_wait=self.on_wait)
+        with lease:
+            self._leases[key] = lease
             try:
-                yield
+                yield lease
             finally:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+                self._leases.pop(key, None)
 
     @contextmanager
     def workdir(self, key: str) -> Iterator[Path]:
         """Scratch folder of the producer of ``key`` (hold the key's lock), emptied before and after."""
+        import shutil  # here, not at the top: the importer's cached path never needs it
+
         self._ensure()
         folder = self.work / key
         shutil.rmtree(folder, ignore_errors=True)
@@ -116,6 +128,8 @@ class Store:
 
     def temp_path(self, key: str, suffix: str) -> Path:
         """A fresh temp name in ``artifacts/`` for a producer to write (same folder ⇒ atomic rename)."""
+        import tempfile
+
         self._ensure()
         fd, name = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=f".{suffix}.tmp", dir=self.artifacts)
         os.close(fd)
@@ -139,6 +153,11 @@ class Store:
             meta = {**meta, "key": key, "size": temp.stat().st_size, "stat": _identity(temp)}  # kept by rename
             meta_tmp = temp.with_suffix(".json.tmp")
             meta_tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+            meta_tmp.chmod(0o644)  # other users of a shared store read it whatever this user's umask
+            lease = self._leases.get(key)
+            if lease is not None and lease.lost:
+                raise ConvertError(f"{final}: another process took over the lease on this conversion after "
+                                   f"{lease.stale:.0f} s without progress; its result counts, not this one")
             os.replace(temp, final)
             os.replace(meta_tmp, self.artifacts / f"{key}.json")
             fsync_dir(self.artifacts)
@@ -159,6 +178,23 @@ class Store:
             if path.is_file():
                 found.append(Entry(meta_path.stem, path, meta))
         return found
+
+
+def make_dir(folder: Path, root: Path) -> None:
+    """Create ``folder`` (and its parents up to ``root``) with ``root``'s permission bits once ``root`` exists."""
+    if folder.is_dir():
+        return
+    root.mkdir(parents=True, exist_ok=True)
+    bits = root.stat().st_mode & 0o7777
+    missing = [p for p in [folder, *folder.parents] if p != root and root in p.parents and not p.is_dir()]
+    for path in reversed(missing):
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        if bits & 0o022:  # shared on purpose: keep the admin's bits (umask would drop group/other write)
+            with contextlib.suppress(OSError):
+                path.chmod(bits)
 
 
 def _identity(path: Path) -> list[int]:

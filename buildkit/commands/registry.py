@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from ..cliapp import SETTINGS, JsonOpt, NgcOpt, SetOpt, app, emit_json, info, progress, warn
+from ..cliapp import SETTINGS, DryRunOpt, JsonOpt, NgcOpt, SetOpt, app, emit_json, info, progress, warn
 from ..errors import ConfigError
 from ..image import SOURCE_FORMS
 from ..registry import annotations as notes
@@ -245,40 +245,84 @@ def lock(
 
 @app.command("stage")
 def stage(
-    ref: Annotated[str, typer.Argument(metavar="REF", help="REGISTRY/REPO:TAG, or a local .sif/.sqsh file.")],
-    site: Annotated[str | None, typer.Option("--site", metavar="SITE", help="Site profile (see `ckit sites`).")] = None,
+    ref: Annotated[str, typer.Argument(metavar="SOURCE", help=(
+        "A registry image or .sif/.sqsh artifact (REGISTRY/REPO:TAG or @sha256:DIGEST), a stack (its newest "
+        "build), or a local .sif/.sqsh file."))],
+    site: Annotated[str | None, typer.Option("--site", metavar="SITE", help=(
+        "Site profile (see `ckit sites`): its shared image folder, the format its runtime runs and a compression "
+        "it mounts."))] = None,
     dest: Annotated[Path | None, typer.Option("--dest", metavar="DIR",
                                               help="Folder to stage into (default: the site's shared image folder).")] = None,
+    to: Annotated[str | None, typer.Option("--to", metavar="sif|sqsh",
+                                           help="Format to stage (default: what the site's runtime runs).")] = None,
+    compress: Annotated[str | None, typer.Option("--compress", metavar="ALGO[:LEVEL]", help=(
+        "Squashfs compression of a converted image (default: ckit's default the site mounts)."))] = None,
+    sets: SetOpt = None,
+    ngc: NgcOpt = None,
     insecure: InsecureOpt = False,
     ca_file: CaFileOpt = None,
+    dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Copy a verified artifact into the site's shared image folder and print its path."""
-    from ..registry.artifacts import pull_artifact
-    from ..registry.client import RegistryClient
-    from ..registry.stage import Staged, copy_verified, stage_dir
+    """Put an image where the site's compute nodes find it (`ckit launch --image` and the Pyxis importer do)."""
+    from ..cache import stage as staging
+    from ..registry.stage import stage_dir
 
     if site is None and dest is None:
         raise ConfigError("ckit stage needs --site SITE or --dest DIR")
-    folder = dest
+    profile = None
     if site is not None:
         from ..site.load import load_site
 
         profile = load_site(site, SETTINGS.sites_dirs)
-        folder = stage_dir(profile.shared_image_dir, dest, site)
-        if profile.compute_internet:
-            info(f"note: the compute nodes of {site} reach the internet; staging is optional there")
-    assert folder is not None
-    if Path(ref).is_file():
-        staged = copy_verified(Path(ref), folder)
-    else:
-        target = parse(ref)
-        client = RegistryClient.for_reference(target, insecure=insecure, ca_file=ca_file)
-        with _bar(f"stage {target.repository}", None) as advance:
-            pulled = pull_artifact(client, target, folder, advance)
-        staged = Staged(pulled.path, pulled.digest, pulled.size, str(target.with_digest(pulled.manifest_digest)))
-    if as_json:
-        emit_json(staged.as_json())
+    folder = stage_dir(profile.shared_image_dir if profile else None, dest, site or "")
+    plan = staging.plan_stage(ref, folder, profile, to=to, compress=compress, is_stack=_is_stack(ref))
+    if dry_run:
+        if as_json:
+            emit_json({"plan": plan.as_json()})
+        else:
+            typer.echo(plan.describe(), nl=False)
         return
-    info(f"staged {staged.source} ({staged.size} bytes, {staged.digest})")
-    typer.echo(str(staged.path))
+    if profile is not None and profile.compute_internet:
+        info(f"note: the compute nodes of {site} reach the internet; staging is optional there")
+    result = _stage(plan, profile, sets, ngc, insecure, ca_file)
+    if as_json:
+        emit_json(result.as_json())
+        return
+    how = "made" if result.converted else "already staged"
+    info(f"staged {result.source} as .{result.target} ({result.size} bytes, {result.digest}; {how})")
+    typer.echo(str(result.path))
+
+
+def _stage(plan, profile, sets, ngc, insecure, ca_file):  # type: ignore[no-untyped-def]
+    from ..cache import stage as staging
+
+    if plan.kind == "file":
+        return staging.stage_file(Path(plan.source), plan.folder, profile, plan.target)
+    if plan.kind == "stack":
+        stack_name, fingerprint, image_id = _stack_build(plan.source, sets, ngc)
+        return staging.stage_stack(stack_name, fingerprint, image_id, plan.folder, target=plan.target,
+                                   compression=plan.compression, site=profile, log=info)
+    return staging.stage_ref(parse(plan.source), plan.folder, target=plan.target, compression=plan.compression,
+                             site=profile, insecure=insecure, ca_file=ca_file, log=info, written=plan.source)
+
+
+def _is_stack(name: str) -> bool:
+    from ..recipe.catalog import Catalog
+
+    return "/" not in name and ":" not in name and not Path(name).is_file() and \
+        name in Catalog.from_settings().stack_names()
+
+
+def _stack_build(name: str, sets: list[str] | None, ngc: str | None) -> tuple[str, str, str]:
+    """(stack, fingerprint, engine image id) of the stack's newest build."""
+    from ..recipe.catalog import Catalog
+    from ..registry.daemon_push import stack_image
+
+    resolved = Catalog.from_settings().resolve(name, sets=list(sets or []), ngc=ngc)
+    image = stack_image(resolved.fingerprint)
+    if image is None:
+        again = " ".join(["ckit build", name, *(f"--set {s}" for s in sets or [])])
+        raise ConfigError(f"stack {name} has no build in the engine (fingerprint {resolved.fingerprint[:12]})",
+                          hint=f"run `{again}` first")
+    return resolved.stack, resolved.fingerprint, image

@@ -92,12 +92,13 @@ def classify_image(value: str, site: Site, runtime: Runtime) -> Image:
         raise ConfigError(f"--image {value!r} is not an image", hint="give a path, a registry reference or a stack name")
     if value.startswith(("/", "./", "../", "~")) or value.endswith(_PATH_SUFFIXES):
         return Image("path", value)
-    if _STACK.fullmatch(value):
-        if not site.shared_image_dir:
-            raise ConfigError(f"--image {value}: {site.name} has no shared image folder for staged stacks",
-                              hint="give the image's path or registry reference")
-        suffix = ".sqsh" if runtime.kind == "pyxis" else ".sif"
-        return Image("stack", f"{site.shared_image_dir}/{value}{suffix}")
+    from ..cachedir.lookup import find_staged
+
+    # a stack, or a reference `ckit stage` staged: the file in the site's shared image folder, found by its index
+    staged = find_staged(value, runtime=runtime.kind, shared_dir=site.shared_image_dir,
+                         compressions=site.squashfs_compressions, site=site.name, stack=bool(_STACK.fullmatch(value)))
+    if staged is not None:
+        return Image("path", staged)
     return Image("ref", value.removeprefix("docker://"))
 
 

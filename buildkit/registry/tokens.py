@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -25,41 +24,15 @@ from ..config import limits
 from ..config.jsondoc import parse as parse_json
 from ..errors import RegistryError
 from .auth import Credentials
-from .reference import is_loopback
+from .challenge import Challenge, parse_challenge, realm_allows_credentials, scope_for
+
+__all__ = ["Authenticator", "Challenge", "parse_challenge", "scope_for"]
 from .transport import exchange
 
 log = logging.getLogger("ckit.registry")
 
 DEFAULT_TOKEN_LIFETIME = 60  # seconds, as the token spec says when expires_in is missing
 EXPIRY_MARGIN = 5.0
-
-_PARAM_RE = re.compile(r'\s*([A-Za-z0-9_.-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]*))\s*(?:,|$)')
-
-
-@dataclass(frozen=True)
-class Challenge:
-    scheme: str  # lower case: "basic" or "bearer"
-    params: dict[str, str]
-
-
-def parse_challenge(header: str) -> Challenge | None:
-    """Parse one ``WWW-Authenticate`` value (the first challenge when several are given)."""
-    header = header.strip()
-    if not header:
-        return None
-    scheme, _, rest = header.partition(" ")
-    params: dict[str, str] = {}
-    pos = 0
-    rest = rest.strip()
-    while pos < len(rest):
-        match = _PARAM_RE.match(rest, pos)
-        if not match:
-            break
-        quoted, bare = match.group(2), match.group(3)
-        params[match.group(1).lower()] = re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else bare
-        pos = match.end()
-    return Challenge(scheme.lower(), params)
-
 
 def _token_fields(body: bytes, what: str) -> tuple[str, float]:
     """The token and its lifetime from a token server's JSON answer, every field type-checked."""
@@ -75,9 +48,6 @@ def _token_fields(body: bytes, what: str) -> tuple[str, float]:
         lifetime = DEFAULT_TOKEN_LIFETIME
     return value, float(lifetime)
 
-
-def scope_for(repository: str, actions: str) -> str:
-    return f"repository:{repository}:{actions}"
 
 
 @dataclass
@@ -184,11 +154,10 @@ class Authenticator:
 
     def _check_realm(self, realm: str) -> None:
         """Refuse to send credentials to a realm in clear text on another host."""
+        if realm_allows_credentials(realm, self.host, self.insecure):
+            return
         parts = urlsplit(realm)
         netloc = parts.netloc.rpartition("@")[2]
-        same_host = (parts.hostname or "").lower() == (urlsplit(f"//{self.host}").hostname or "").lower()
-        if parts.scheme == "https" or is_loopback(netloc) or (self.insecure and same_host):
-            return
         raise RegistryError(f"registry {self.host} names the token server {parts.scheme}://{netloc}, which is "
                             "neither https nor this registry's host: ckit does not send credentials there",
                             hint="the registry's auth realm must use https; check its configuration")

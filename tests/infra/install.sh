@@ -49,7 +49,7 @@ apt-get install -y -q --no-install-recommends $todo || die "apt-get install fail
 left=$(missing)
 [ -z "$left" ] || die "still not installed: $(echo "$left" | tr '\n' ' ')"
 for tool in podman runc docker-registry htpasswd slurmctld slurmd munged sbatch mmdebstrap siftool tar2sqfs \
-            mksquashfs shellcheck skopeo umoci openssl; do
+            mksquashfs unsquashfs shellcheck skopeo umoci openssl setpriv; do
   command -v "$tool" >/dev/null || die "$tool not on PATH after install"
 done
 [ -x /bin/busybox ] || die "/bin/busybox missing after installing busybox-static"

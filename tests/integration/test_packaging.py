@@ -29,3 +29,7 @@ def test_fresh_venv_install(tmp_path: Path) -> None:
                            "import buildkit.config.searchpath as s; print(s.builtin_dir('recipes'))"],
                           check=True, capture_output=True, text=True, cwd=tmp_path).stdout.strip()
     assert str(venv) in site
+    # the Pyxis importer an admin names in plugstack.conf (importer=…/bin/ckit-pyxis-importer)
+    usage = subprocess.run([str(venv / "bin" / "ckit-pyxis-importer")], capture_output=True, text=True, cwd=tmp_path,
+                           check=False)
+    assert usage.returncode == 2 and "usage: ckit-pyxis-importer get IMAGE_URI" in usage.stderr

@@ -201,8 +201,9 @@ def test_stage_pulls_into_the_dest_folder_and_copies_local_files(registry, tmp_p
     staged = ckit("stage", ref, "--dest", str(tmp_path / "shared"), "--json")
     assert staged.returncode == 0, staged.stderr
     data = json.loads(staged.stdout)
-    assert data["path"] == str(tmp_path / "shared" / "job.sif")
-    assert (tmp_path / "shared" / "job.sif").read_bytes() == sif.read_bytes()
+    path = Path(data["path"])  # in the folder's cache layout, found by `ckit launch` through its index
+    assert path.parent == tmp_path / "shared" / "artifacts" and path.suffix == ".sif"
+    assert path.read_bytes() == sif.read_bytes() and data["kind"] == "image" and data["target"] == "sif"
     local = ckit("stage", str(sif), "--dest", str(tmp_path / "shared2"))
     assert local.returncode == 0, local.stderr
     assert local.stdout.strip() == str(tmp_path / "shared2" / "job.sif")
@@ -225,8 +226,8 @@ def test_stage_to_a_sites_shared_image_folder(registry, tmp_path: Path, monkeypa
     assert ckit("push", str(sif), ref).returncode == 0
     staged = ckit("--sites", str(sites_dir), "stage", ref, "--site", "stagetest", env={"USER": "alice"})
     assert staged.returncode == 0, staged.stderr
-    assert staged.stdout.strip() == str(tmp_path / "shared" / "alice" / "site.sif")
-    assert (tmp_path / "shared" / "alice" / "site.sif").read_bytes() == sif.read_bytes()
+    path = Path(staged.stdout.strip())
+    assert path.parent == tmp_path / "shared" / "alice" / "artifacts" and path.read_bytes() == sif.read_bytes()
 
 
 def test_cross_repository_mount_sends_no_bytes(registry, tmp_path: Path) -> None:

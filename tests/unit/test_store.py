@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -122,3 +123,50 @@ def test_export_is_atomic_and_replaces(tmp_path: Path) -> None:
     export(src2, dest)
     assert dest.read_bytes() == b"GOOD newer"
     assert sorted(p.name for p in dest.parent.iterdir()) == ["x.sif"]
+
+
+def test_a_read_error_is_a_miss_that_deletes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shared store: one node's transient I/O error must not delete the artifact every node uses."""
+    store = Store(tmp_path)
+    key = make_key(source_digest="sha256:a", target="sqsh")
+    temp = store.temp_path(key, "sqsh")
+    temp.write_bytes(b"GOOD")
+    store.publish(key, "sqsh", temp, {"target": "sqsh"}, ok)
+    real = Path.read_text
+
+    def flaky(self: Path, *args: object, **kwargs: object) -> str:
+        if self.suffix == ".json":
+            raise OSError(5, "Input/output error")
+        return real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "read_text", flaky)
+    assert store.get(key, "sqsh", ok) is None
+    monkeypatch.undo()
+    assert store.get(key, "sqsh", ok) is not None
+
+
+def test_records_are_readable_by_every_user_whatever_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0o077)
+    try:
+        store = Store(tmp_path)
+        key = make_key(source_digest="sha256:u", target="sqsh")
+        temp = store.temp_path(key, "sqsh")
+        temp.write_bytes(b"GOOD")
+        entry = store.publish(key, "sqsh", temp, {"target": "sqsh"}, ok)
+    finally:
+        os.umask(old)
+    assert entry.path.stat().st_mode & 0o777 == 0o644
+    assert (store.artifacts / f"{key}.json").stat().st_mode & 0o777 == 0o644
+
+
+def test_folders_keep_the_mode_of_a_shared_root(tmp_path: Path) -> None:
+    root = tmp_path / "shared"
+    root.mkdir()
+    root.chmod(0o2777)
+    old = os.umask(0o022)
+    try:
+        Store(root).temp_path("k" * 64, "sqsh")
+    finally:
+        os.umask(old)
+    for name in ("artifacts", "locks", "work"):
+        assert (root / name).stat().st_mode & 0o7777 == 0o2777, name

@@ -1,0 +1,277 @@
+"""Put a registry image into a cache folder, or find it there: the work shared by the importer and ``ckit stage``.
+
+:func:`ensure` asks the registry for the manifest digest of the reference *with the caller's credentials* (a
+HEAD: this is also the access check, so a user the registry refuses gets its refusal, never the cached file),
+then serves the artifact recorded for (digest, target, compression), or converts the image (a ``.sif``/``.sqsh``
+artifact is downloaded instead) into the cache and records it. When the registry cannot be reached, a reference
+by digest is served from the cache, and a tag by the digest it named last time, with a warning; either only to a
+user the registry accepted for that repository before (or when it was public).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..cachedir.layout import CacheDir, image_ref_name, is_key, safe_name
+from ..errors import ConfigError, ConvertError, RegistryError
+from ..registry.reference import Reference
+from ..store import make_dir
+from .uri import enroot_form
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Want:
+    """What to fetch and how: one reference, one target format and compression, one user's credentials."""
+
+    ref: Reference
+    target: str  # "sqsh" or "sif"
+    compression: str  # a Compression label, e.g. "zstd:-3"
+    credentials: Any = None  # registry.auth.Credentials or None (anonymous)
+    insecure: bool = False
+    ca_file: Path | None = None
+    holder: str | None = None  # the step that holds the result until release (importer), None for stage
+    uid: int = 0
+
+
+@dataclass(frozen=True)
+class Served:
+    path: Path
+    key: str
+    digest: str  # the manifest digest the reference resolved to
+    converted: bool  # this call made the artifact
+    offline: bool = False
+    warnings: tuple[str, ...] = field(default=())
+
+    def as_json(self) -> dict[str, Any]:
+        return {"path": str(self.path), "key": self.key, "digest": self.digest, "converted": self.converted,
+                "offline": self.offline, "warnings": list(self.warnings)}
+
+
+def verifier(target: str) -> Callable[[Path], object]:
+    """The cheap check a cached file passes before it is served: a whole squashfs superblock, a SIF header. The
+    store's record already proves the file is unchanged since it was published (verified in full, or digest-checked
+    as it was downloaded)."""
+    if target == "sqsh":
+        from ..image.squashfs import check
+
+        return check
+
+    def sif_header(path: Path) -> None:
+        from ..image.sif import is_sif
+
+        with open(path, "rb") as handle:
+            if not is_sif(handle.read(64)):
+                raise ConvertError(f"{path}: not a SIF file")
+
+    return sif_header
+
+
+def unreachable(err: RegistryError) -> bool:
+    """The registry (or its token server) could not be reached: no answer, as opposed to a refusal."""
+    import ssl
+
+    cause = err.__cause__
+    if isinstance(cause, OSError) and not isinstance(cause, ssl.SSLError):
+        return True  # from the lean HEAD (registry.head)
+    import requests
+
+    return isinstance(cause, (requests.ConnectionError, requests.Timeout)) and not isinstance(
+        cause, requests.exceptions.SSLError)
+
+
+def _resolve(want: Want) -> str | None:
+    """The manifest digest through the lean HEAD (no ``requests`` loaded), or None for the full client."""
+    from ..registry.head import head_digest
+
+    ref = want.ref
+    return head_digest(ref.api_host, ref.repository, ref.reference, want.credentials, insecure=want.insecure,
+                       ca_file=want.ca_file)
+
+
+def client_for(want: Want):  # type: ignore[no-untyped-def]
+    from ..registry.client import RegistryClient
+
+    return RegistryClient(want.ref.api_host, insecure=want.insecure, ca_file=want.ca_file,
+                          credentials=want.credentials)
+
+
+def ensure(cache: CacheDir, want: Want, log: Log) -> Served:
+    """The cached artifact for ``want`` (made first when missing); see the module doc."""
+    ref = want.ref
+    client = None
+    try:
+        digest = _resolve(want)
+        if digest is None:  # not the plain case: the full client handles it (and words any refusal)
+            client = client_for(want)
+            digest = client.head_manifest(ref.repository, ref.reference).digest
+    except RegistryError as err:
+        if not unreachable(err):
+            raise
+        return _offline(cache, want, err, log)
+    if ref.digest and digest != ref.digest:
+        raise RegistryError(f"{ref}: the registry names the manifest {digest}, not the digest asked for")
+    cache.grant(ref.registry, ref.repository, "public" if want.credentials is None else str(want.uid))
+    if not ref.digest and (cache.read_ref("tags", tag_name(ref)) or {}).get("digest") != digest:
+        cache.write_ref("tags", tag_name(ref), {"ref": str(ref), "digest": digest})
+    return _cached(cache, want, digest) or _make_once(cache, want, client, digest, log)
+
+
+def _make_once(cache: CacheDir, want: Want, client: Any, digest: str, log: Log) -> Served:
+    """One producer per image and format: the others wait on its lease, cheaply (no converter loaded, no more
+    requests), and take the record it writes as soon as it is there."""
+    from ..lease import Lease
+
+    ref = want.ref
+    name = image_ref_name(ref.registry, ref.repository, digest, want.target, want.compression)
+    make_dir(cache.store.locks, cache.root)
+    lease = Lease(cache.store.locks / f"{name}.lease", holder=cache.store.holder, on_wait=log)
+    made_elsewhere: list[Served] = []
+
+    def done() -> bool:
+        hit = _cached(cache, want, digest)
+        if hit is not None:
+            made_elsewhere.append(hit)
+        return hit is not None
+
+    if not lease.acquire(until=done):
+        return made_elsewhere[0]
+    try:
+        return _cached(cache, want, digest) or _produce(cache, want, client or client_for(want), digest, log)
+    finally:
+        lease.release()
+
+
+def tag_name(ref: Reference) -> str:
+    """The tag record of a reference by tag: ``<registry>+<repo>:<tag>``."""
+    return safe_name(f"{ref.registry}/{ref.repository}:{ref.reference}")
+
+
+def _cached(cache: CacheDir, want: Want, digest: str, offline: bool = False,
+            warnings: tuple[str, ...] = ()) -> Served | None:
+    ref = want.ref
+    record = cache.read_ref("images", image_ref_name(ref.registry, ref.repository, digest, want.target,
+                                                     want.compression))
+    if not record or not is_key(record.get("key")):
+        return None  # a record names a key, never a path
+    key = record["key"]
+    if want.holder:  # hold and stamp the use before looking: an evictor that sees neither has not removed it yet
+        cache.hold(key, want.holder)
+    cache.touch(key)
+    entry = cache.artifact(key, want.target, verifier(want.target))
+    if entry is None:
+        return None
+    return Served(entry.path, key, digest, False, offline, warnings)
+
+
+def _offline(cache: CacheDir, want: Want, err: RegistryError, log: Log) -> Served:
+    ref = want.ref
+    warnings: tuple[str, ...] = ()
+    digest = ref.digest
+    if digest is None:
+        seen = cache.read_ref("tags", tag_name(ref))
+        if not seen or not isinstance(seen.get("digest"), str):
+            raise RegistryError(f"{err.message}; {ref} has never been cached here", hint=err.hint) from err
+        digest = seen["digest"]
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(seen.get("time") or 0))
+        warnings = (f"registry {ref.registry} cannot be reached: serving {ref} as {digest}, the digest the tag "
+                    f"named on {when}",)
+    if not cache.granted(ref.registry, ref.repository, want.uid):
+        raise RegistryError(f"{err.message}; the registry never confirmed this user's access to {ref.repository}, "
+                            "so the cached copy is not served", hint="retry when the registry can be reached")
+    found = _cached(cache, want, digest, offline=True, warnings=warnings)
+    if found is None:
+        raise RegistryError(f"{err.message}; {ref.registry}/{ref.repository}@{digest} is not in the cache",
+                            hint=err.hint) from err
+    for warning in warnings:
+        log(f"warning: {warning}")
+    return found
+
+
+def _produce(cache: CacheDir, want: Want, client: Any, digest: str, log: Log) -> Served:
+    from ..registry.artifacts import kind_of_manifest
+
+    ref = want.ref
+    pinned = Reference(ref.registry, ref.repository, None, digest)
+    manifest = client.get_manifest(ref.repository, digest)
+    kind = kind_of_manifest(manifest.json())
+    began = time.monotonic()
+    if kind is not None:
+        key, made = _store_artifact(cache, want, client, pinned, kind, log)
+        source_digest = digest
+    else:
+        key, made, source_digest = _convert(cache, want, client, pinned, log)
+    record = {"ref": str(ref), "digest": digest, "key": key, "target": want.target,
+              "compression": want.compression, "source_digest": source_digest}
+    cache.write_ref("images", image_ref_name(ref.registry, ref.repository, digest, want.target, want.compression),
+                    record)
+    entry = cache.artifact(key, want.target)
+    if entry is None:
+        raise ConvertError(f"{ref}: the cached artifact vanished right after it was made",
+                           hint="the cache may be too small for this image: raise max_size")
+    cache.touch(key)
+    if made:
+        log(f"{ref} ({digest}) cached in {time.monotonic() - began:.1f} s as {entry.path}")
+    return Served(entry.path, key, digest, made)
+
+
+def _convert(cache: CacheDir, want: Want, client: Any, pinned: Reference, log: Log) -> tuple[str, bool, str]:
+    from ..image import convert
+    from ..image.registry_source import RegistrySource
+
+    class CallerSource(RegistrySource):
+        """The image read with the caller's client (the credentials that passed the access check)."""
+
+        @property
+        def client(self) -> Any:
+            return client
+
+    source = CallerSource(enroot_form(pinned), str(pinned), insecure=want.insecure, ca_file=want.ca_file)
+    plan = convert.plan(source, want.target, compress=want.compression)
+    if want.holder:
+        cache.hold(plan.key, want.holder)
+    log(f"converting {want.ref} ({pinned.digest}) to .{want.target} {plan.compression.label}: the first use of it "
+        "with this cache")
+    result = convert.execute(plan, cache.store)
+    return plan.key, not result.cache_hit, plan.source_digest
+
+
+def _store_artifact(cache: CacheDir, want: Want, client: Any, pinned: Reference, kind: Any,
+                    log: Log) -> tuple[str, bool]:
+    """A ``.sif``/``.sqsh`` pushed as an artifact: its layer is the file, downloaded verified into the cache."""
+    from ..store import make_key
+
+    if kind.name != want.target:
+        raise ConfigError(f"{want.ref} is a .{kind.name} artifact, not a container image or a .{want.target}",
+                           hint=f"push the container image, or a .{want.target}, to use it here")
+    data = client.get_manifest(pinned.repository, str(pinned.digest)).json()
+    layer = next(x for x in data.get("layers", []) if x.get("mediaType") == kind.layer_type)
+    key = make_key(artifact_digest=layer["digest"], target=kind.name)
+    store = cache.store
+    if store.get(key, kind.name, verifier(kind.name)) is not None:
+        return key, False
+    if want.holder:
+        cache.hold(key, want.holder)
+    with store.lock(key):
+        if store.get(key, kind.name, verifier(kind.name)) is not None:
+            return key, False
+        log(f"downloading the .{kind.name} artifact {want.ref} ({layer['digest']})")
+        store.clean_temps(key)
+        temp = store.temp_path(key, kind.name)
+        try:
+            with open(temp, "wb") as out, client.open_blob(pinned.repository, layer["digest"],
+                                                           int(layer["size"])) as blob:
+                while chunk := blob.read(1 << 20):  # checked against the digest as it streams
+                    out.write(chunk)
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
+        meta = {"source": str(pinned), "source_digest": layer["digest"], "target": kind.name,
+                "compression": "artifact", "created": int(time.time())}
+        store.publish(key, kind.name, temp, meta, verifier(kind.name))
+    return key, True

@@ -1,0 +1,190 @@
+"""``ckit stage``: put an image where a site's compute nodes find it, in the format and compression they can use.
+
+* a registry image: resolved to its manifest digest, converted (a ``.sif``/``.sqsh`` artifact is downloaded)
+  into the site's shared image folder in the cache layout of :mod:`.layout`, and recorded under its tag and
+  digest; ``ckit launch --image REF`` then finds it, and the Pyxis importer serves the same file;
+* a ckit stack: its newest engine build, converted and recorded under the stack's name (``--image STACK``);
+* a local ``.sif``/``.sqsh``: copied, verified, as it is named.
+
+The format follows the site's runtime (``.sqsh`` for Pyxis, ``.sif`` for Singularity/Apptainer, or ``--to``), the
+compression what its kernel or runtime mounts (``squashfs_compressions``); a file that does not fit is refused
+(exit 2) with the command that makes one that does.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..cachedir.layout import CacheDir, safe_name
+from ..cachedir.lookup import TARGETS
+from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from ..registry.reference import Reference
+    from ..site.model import Site
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class StageResult:
+    path: Path
+    digest: str
+    size: int
+    source: str
+    kind: str  # "image", "artifact", "stack" or "file"
+    target: str
+    compression: str
+    converted: bool
+
+    def as_json(self) -> dict[str, Any]:
+        return {"path": str(self.path), "digest": self.digest, "size": self.size, "source": self.source,
+                "kind": self.kind, "target": self.target, "compression": self.compression,
+                "converted": self.converted}
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """What ``ckit stage`` will do (``--dry-run`` prints it): nothing here has touched a registry or engine."""
+
+    source: str
+    kind: str  # "file", "stack" or "registry" (an image, or a .sif/.sqsh artifact)
+    folder: Path
+    target: str | None  # None: an artifact keeps its format; an image then needs --to or --site
+    compression: str | None  # None: a file or an artifact as it is
+    site: str | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"source": self.source, "kind": self.kind, "folder": str(self.folder), "target": self.target,
+                "compression": self.compression, "site": self.site}
+
+    def describe(self) -> str:
+        what = f".{self.target}" if self.target else "the artifact's own format"
+        how = f" {self.compression}" if self.compression else ""
+        return f"stage {self.source} ({self.kind}) into {self.folder} as {what}{how}\n"
+
+
+def plan_stage(source: str, folder: Path, site: Site | None, *, to: str | None, compress: str | None,
+               is_stack: bool) -> StagePlan:
+    """Check the request and pick format and compression from the site (pure but for looking at ``source``)."""
+    from ..image.squashfs import choose
+
+    if to not in (None, "sif", "sqsh"):
+        raise ConfigError(f"--to {to!r}: expected sif or sqsh")
+    target = to or site_target(site)
+    kind = "file" if Path(source).is_file() else "stack" if is_stack else "registry"
+    label = None
+    if kind != "file" and target is not None:
+        allowed = site.squashfs_compressions if site is not None else ()
+        label = choose(compress, allowed, target=target, site_name=site.name if site else "").label
+    return StagePlan(source, kind, folder, target, label, site.name if site else None)
+
+
+def site_target(site: Site | None) -> str | None:
+    """The format the site's first container runtime runs, or None."""
+    for runtime in site.runtimes if site is not None else ():
+        if runtime.kind in TARGETS:
+            return TARGETS[runtime.kind]
+    return None
+
+
+def compression_of(path: Path, kind: str) -> str:
+    """The squashfs compressor of a ``.sqsh``, or of a ``.sif``'s root file system."""
+    from ..image.squashfs import check
+
+    if kind == "sqsh":
+        return check(path).compression
+    from ..image.sif import read_sif
+
+    part = read_sif(path).primary_partition()
+    if part is None:
+        raise ConfigError(f"{path}: the SIF has no root file system partition")
+    return check(path, part.offset).compression
+
+
+def check_fits(path: Path, kind: str, site: Site, target: str | None) -> None:
+    """Refuse (exit 2) a file the site's runtime cannot run or its kernel cannot mount."""
+    if target is not None and kind != target:
+        raise ConfigError(f"{path} is a .{kind}, but {site.name} runs .{target} files ({_runtime_of(site)})",
+                          hint=f"convert it: ckit convert … --to {target} --site {site.name}")
+    allowed = site.squashfs_compressions
+    if allowed:
+        algo = compression_of(path, kind)
+        if algo not in allowed:
+            raise ConfigError(f"{path} is {algo}-compressed; {site.name} mounts only {', '.join(allowed)} "
+                              "(rule squashfs_compressions)",
+                              hint=f"convert it again with --site {site.name}, which picks a compression it mounts")
+
+
+def _runtime_of(site: Site) -> str:
+    return next((r.kind for r in site.runtimes if r.kind in TARGETS), "no container runtime")
+
+
+def stage_file(src: Path, folder: Path, site: Site | None, target: str | None) -> StageResult:
+    from ..registry.artifacts import detect_kind
+    from ..registry.stage import copy_verified
+
+    kind = detect_kind(src).name
+    if site is not None:
+        check_fits(src, kind, site, target)
+    staged = copy_verified(src, folder)
+    return StageResult(staged.path, staged.digest, staged.size, str(src), "file", kind, "", True)
+
+
+def stage_ref(ref: Reference, folder: Path, *, target: str | None, compression: str | None, site: Site | None,
+              insecure: bool, ca_file: Path | None, log: Log, written: str = "") -> StageResult:
+    """A registry image or artifact into ``folder`` (cache layout), recorded under its digest and its tag (as
+    ``written`` too, so ``ckit launch --image`` finds it spelled the same way)."""
+    from ..image.squashfs import choose
+    from ..registry.artifacts import kind_of_manifest
+    from ..registry.auth import resolve
+    from .fetch import Want, client_for, ensure
+
+    want = Want(ref, target or "sqsh", "", resolve(ref.registry), insecure=insecure, ca_file=ca_file,
+                uid=os.getuid())
+    if target is None:  # no site format: an artifact keeps its own; an image needs to be told
+        kind = kind_of_manifest(client_for(want).get_manifest(ref.repository, ref.reference).json())
+        if kind is None:
+            raise ConfigError(f"{ref} is a container image: say what to make of it",
+                              hint="add --to sif|sqsh, or --site SITE to use the site's format")
+        target = kind.name
+    allowed = site.squashfs_compressions if site is not None else ()
+    label = choose(compression, allowed, target=target, site_name=site.name if site else "").label
+    want = Want(ref, target, label, want.credentials, insecure=insecure, ca_file=ca_file, uid=os.getuid())
+    cache = CacheDir(folder)
+    served = ensure(cache, want, log)
+    if not ref.digest:
+        from .fetch import tag_name
+
+        record = {"ref": str(ref), "digest": served.digest}
+        for name in {tag_name(ref), safe_name(written.removeprefix("docker://").replace("#", "/", 1))} - {""}:
+            cache.write_ref("tags", name, record)
+    if site is not None:
+        check_fits(served.path, target, site, None)
+    return StageResult(served.path, served.digest, served.path.stat().st_size,
+                       str(ref.with_digest(served.digest)), "image", target, label, served.converted)
+
+
+def stage_stack(stack: str, fingerprint: str, image_id: str, folder: Path, *, target: str | None,
+                compression: str | None, site: Site | None, log: Log) -> StageResult:
+    """The stack's engine build (``image_id``) converted into ``folder``, recorded under the stack's name."""
+    from ..image import convert
+
+    if target is None:
+        raise ConfigError(f"stage {stack}: say which format to make", hint="add --to sif|sqsh, or --site SITE")
+    cache = CacheDir(folder)
+    plan = convert.plan(f"docker-daemon:{image_id}", target, compress=compression, site=site)
+    log(f"converting stack {stack} ({image_id[:19]}) to .{target} {plan.compression.label}")
+    result = convert.execute(plan, cache.store)
+    label = plan.compression.label
+    cache.write_ref("stacks", f"{safe_name(stack)}.{target}.{label}",
+                    {"stack": stack, "fingerprint": fingerprint, "key": plan.key, "target": target,
+                     "compression": label, "image": image_id, "staged": int(time.time())})
+    cache.touch(plan.key)
+    return StageResult(result.path, plan.source_digest, result.size, f"stack {stack} ({image_id[:19]})", "stack",
+                       target, label, not result.cache_hit)

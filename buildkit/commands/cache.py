@@ -1,0 +1,113 @@
+"""``ckit cache ls|prune`` (the shared image cache) and ``ckit pyxis-importer get|release`` (Pyxis's importer)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..cliapp import SETTINGS, DryRunOpt, JsonOpt, app, emit_json, info
+
+cache_app = typer.Typer(help="The shared image cache: what the Pyxis importer serves and `ckit stage` fills.",
+                        no_args_is_help=True)
+importer_app = typer.Typer(help="Pyxis's image importer (plugstack.conf: importer=…/ckit-pyxis-importer).",
+                           no_args_is_help=True)
+app.add_typer(cache_app, name="cache")
+app.add_typer(importer_app, name="pyxis-importer")
+
+FolderOpt = Annotated[Path | None, typer.Option(
+    "--cache", metavar="DIR", help="The cache folder (default: the importer's, from /etc/ckit/importer.yaml or "
+                                   "CKIT_CLUSTER_CACHE).")]
+SiteOpt = Annotated[str | None, typer.Option("--site", metavar="SITE",
+                                             help="Use the site's shared image folder (what `ckit stage` fills).")]
+
+
+def _folder(folder: Path | None, site: str | None):  # type: ignore[no-untyped-def]
+    from ..cache import config
+    from ..cachedir.layout import CacheDir
+
+    if folder is not None:
+        return CacheDir(folder), None
+    if site is not None:
+        from ..registry.stage import stage_dir
+        from ..site.load import load_site
+
+        profile = load_site(site, SETTINGS.sites_dirs)
+        return CacheDir(stage_dir(profile.shared_image_dir, None, site)), None
+    cfg = config.load(sites_dirs=tuple(SETTINGS.sites_dirs))
+    return CacheDir(cfg.cache, cfg.hold_max_age), cfg
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+@cache_app.command("ls")
+def ls(folder: FolderOpt = None, site: SiteOpt = None, as_json: JsonOpt = False) -> None:
+    """List the cached images: size, last use, the steps that hold them, where they came from."""
+    cache, _cfg = _folder(folder, site)
+    entries = sorted(cache.entries(), key=lambda e: -e.last_used)
+    if as_json:
+        emit_json({"cache": str(cache.root), "total_size": sum(e.size for e in entries),
+                   "entries": [e.as_json() for e in entries]})
+        return
+    now = time.time()
+    for entry in entries:
+        holds = f"held by {len(entry.holds)}" if entry.holds else "-"
+        typer.echo(f"{entry.key[:12]}  {entry.size / 1e6:9.1f} MB  used {_age(now - entry.last_used):>4} ago  "
+                   f"{holds:<11} {entry.meta.get('source') or '?'}")
+    info(f"{len(entries)} images, {sum(e.size for e in entries) / 1e9:.2f} GB in {cache.root}")
+
+
+@cache_app.command("prune")
+def prune(
+    folder: FolderOpt = None,
+    site: SiteOpt = None,
+    max_size: Annotated[str | None, typer.Option(
+        "--max-size", metavar="SIZE", help="Evict least recently used images beyond this (e.g. 500G; default: "
+                                           "the importer's max_size). 0 empties everything no step holds.")] = None,
+    dry_run: DryRunOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Evict least recently used images no running step holds, and remove what dead conversions left."""
+    from ..cache.config import parse_size
+    from ..errors import ConfigError
+    from ..lease import stale_seconds
+
+    cache, cfg = _folder(folder, site)
+    limit = parse_size(max_size, "--max-size") if max_size is not None else (cfg.max_size if cfg else None)
+    if limit is None:
+        raise ConfigError("no size to prune to", hint="pass --max-size SIZE (or set max_size in importer.yaml)")
+    evicted = cache.evict(limit, dry_run=dry_run)
+    cleaned = [] if dry_run else cache.cleanup(stale_seconds())
+    if as_json:
+        emit_json({"cache": str(cache.root), "dry_run": dry_run, "evicted": [e.as_json() for e in evicted],
+                   "cleaned": cleaned, "total_size": cache.total_size()})
+        return
+    verb = "would evict" if dry_run else "evicted"
+    for entry in evicted:
+        typer.echo(f"{verb} {entry.key[:12]}  {entry.size / 1e6:.1f} MB  {entry.meta.get('source') or '?'}")
+    info(f"{verb} {len(evicted)} images ({sum(e.size for e in evicted) / 1e9:.2f} GB); removed {len(cleaned)} "
+         f"leftovers; {cache.total_size() / 1e9:.2f} GB remain in {cache.root}")
+
+
+@importer_app.command("get")
+def importer_get(uri: Annotated[str, typer.Argument(metavar="IMAGE_URI", help=(
+        "docker://[USER@][REGISTRY#]IMAGE[:TAG][@sha256:DIGEST], as Pyxis passes it."))]) -> None:
+    """Print the path of the cached squashfs of IMAGE_URI (converted into the cluster cache on first use)."""
+    from ..cache.importer import main
+
+    raise typer.Exit(main(["get", uri]))
+
+
+@importer_app.command("release")
+def importer_release() -> None:
+    """Drop what `get` holds for this Slurm step (idempotent)."""
+    from ..cache.importer import main
+
+    raise typer.Exit(main(["release"]))

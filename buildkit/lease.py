@@ -1,0 +1,302 @@
+"""Leases: one holder of a name at a time, across processes and hosts, on any POSIX file system.
+
+Used by the local artifact store and by the cluster image cache, which may sit on NFS or Lustre where ``flock``
+and ``fcntl`` locks are missing, emulated, or lost when a client dies. A lease relies only on operations that are
+atomic on those file systems too:
+
+* **Taking it**: the holder writes its owner record (token, host, pid and process start time, holder name) to a
+  file of its own, ``NAME.<token>``, then ``link()``\\ s it to ``NAME``. ``link`` fails with EEXIST when the name is
+  taken, atomically, on local file systems, NFS (v2/v3/v4) and Lustre. An NFS reply lost on the way can make a
+  successful link report an error: the link count of the holder's own file (2) then tells the truth.
+* **Proof of life**: a holder's heartbeat touches its own file (the same inode, so ``NAME``'s times change too).
+  A heartbeat counts only when the holder made progress since the last one: it read bytes (``rchar`` in
+  ``/proc/self/io``: downloads, layer reads) or called :meth:`Lease.progress`. A holder stuck in a loop at 100 %
+  CPU reads nothing, stops beating, and its lease goes stale: it does not wedge everyone else.
+* **Staleness**: a waiter watches the lock's inode, times and owner token. It declares the lease stale when they
+  have not changed for ``stale`` seconds *of its own clock* (no clock comparison between hosts), or at once when the
+  owner ran on this host and its process is gone (a SIGKILLed holder; PID reuse is caught by the start time).
+* **Takeover**: the waiter ``rename()``\\ s the stale ``NAME`` to a name of its own (atomic: of several waiters one
+  wins), checks that what it moved is the inode and token it judged stale, and deletes it. In the rare race where
+  it moved a lease taken meanwhile by someone else, it links it back; if that fails, the new holder sees at its next
+  heartbeat that it lost the name (:attr:`Lease.lost`) and must not publish. Whatever the holder made is checked and
+  renamed into place atomically by its caller, so a lost or broken lease can cost work, never a partial file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+STALE_ENV = "CKIT_LOCK_STALE_SECONDS"
+DEFAULT_STALE = 120.0  # seconds without progress; a conversion reports progress at least every few seconds
+BEAT_EVERY = 1.0
+WAIT_REPORT_EVERY = 15.0
+MAX_POLL = 0.25  # a waiter looks again at least this often (a stat and a small read each: cheap on NFS too)
+HOST = socket.gethostname()
+
+
+def stale_seconds(value: float | None = None) -> float:
+    if value is not None:
+        return value
+    text = os.environ.get(STALE_ENV, "").strip()
+    try:
+        return max(float(text), 0.5) if text else DEFAULT_STALE
+    except ValueError:
+        return DEFAULT_STALE
+
+
+def process_start(pid: int) -> str | None:
+    """The start time of ``pid`` (clock ticks since boot), or None when it is gone or a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()
+    if not fields or fields[0] in ("Z", "X"):
+        return None
+    return fields[19] if len(fields) > 19 else ""
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who holds a lease, as written in its record."""
+
+    token: str
+    host: str
+    pid: int
+    start: str | None
+    holder: str = ""
+    since: float = 0.0
+
+    @classmethod
+    def me(cls, holder: str = "") -> Owner:
+        return cls(os.urandom(16).hex(), HOST, os.getpid(), process_start(os.getpid()), holder, time.time())
+
+    @classmethod
+    def parse(cls, data: bytes) -> Owner | None:
+        try:
+            raw = json.loads(data)
+            return cls(str(raw["token"]), str(raw["host"]), int(raw["pid"]), raw.get("start"),
+                       str(raw.get("holder", "")), float(raw.get("since", 0)))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def encode(self) -> bytes:
+        return json.dumps({"token": self.token, "host": self.host, "pid": self.pid, "start": self.start,
+                           "holder": self.holder, "since": self.since}).encode()
+
+    def gone(self) -> bool:
+        """The owner ran on this host and its process no longer exists (or is another process now)."""
+        if self.host != HOST:
+            return False
+        start = process_start(self.pid)
+        return start is None or (self.start is not None and start != self.start)
+
+    def describe(self) -> str:
+        what = f" ({self.holder})" if self.holder else ""
+        return f"pid {self.pid} on {self.host}{what}"
+
+
+def read_owner(path: Path) -> tuple[os.stat_result, Owner | None] | None:
+    """The lock file's status and owner (opening it refreshes NFS's cached attributes), or None if absent."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(4096)
+            st = os.fstat(handle.fileno())
+    except FileNotFoundError:
+        return None
+    return st, Owner.parse(data)
+
+
+def _rchar() -> int | None:
+    """Bytes this process has read so far (all threads), or None where the kernel does not say."""
+    try:
+        with open("/proc/self/io", "rb") as handle:
+            for line in handle.read().splitlines():
+                if line.startswith(b"rchar:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+class Lease:
+    """A lease on the file ``path``. Use as a context manager, or :meth:`acquire` / :meth:`release`."""
+
+    def __init__(self, path: Path, *, stale: float | None = None, holder: str = "",
+                 on_wait: Callable[[str], None] | None = None, mode: int = 0o644) -> None:
+        self.path = Path(path)
+        self.stale = stale_seconds(stale)
+        self.owner = Owner.me(holder)
+        self.own = self.path.with_name(f"{self.path.name}.{self.owner.token}")
+        self.on_wait = on_wait
+        self.mode = mode
+        self.lost = False
+        self._ino: int | None = None
+        self._ticks = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- holder side ---------------------------------------------------------------------------------
+
+    def __enter__(self) -> Lease:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def try_acquire(self) -> bool:
+        """Take the lease if nobody holds it; never waits."""
+        if not self.own.exists():
+            fd = os.open(self.own, os.O_WRONLY | os.O_CREAT | os.O_EXCL, self.mode)
+            try:
+                os.write(fd, self.owner.encode())
+                os.fsync(fd)
+                with contextlib.suppress(OSError):
+                    os.fchmod(fd, self.mode)
+            finally:
+                os.close(fd)
+        try:
+            os.link(self.own, self.path)
+        except FileExistsError:
+            # On NFS a retransmitted link whose first reply was lost fails with EEXIST although it worked:
+            # the link count of our own file says which it was.
+            if os.stat(self.own).st_nlink != 2:
+                return False
+        except OSError:
+            if os.stat(self.own).st_nlink != 2:
+                raise
+        self._ino = os.stat(self.own).st_ino
+        self.lost = False
+        self._start_heartbeat()
+        return True
+
+    def acquire(self, timeout: float | None = None, until: Callable[[], bool] | None = None) -> bool:
+        """Wait for the lease, taking it over when its holder is gone or has made no progress for ``stale`` s.
+
+        ``until`` is asked between tries: when it says the work is done (someone else did it), stop waiting and
+        return False without the lease. True: the lease is ours."""
+        began = time.monotonic()
+        watch = _Watch(self.stale)
+        delay, reported = 0.05, began
+        try:
+            while not self.try_acquire():
+                if until is not None and until():
+                    self.own.unlink(missing_ok=True)
+                    return False
+                seen = read_owner(self.path)
+                if seen is not None and watch.is_stale(*seen):
+                    self._break(*seen)
+                    watch = _Watch(self.stale)
+                    continue
+                now = time.monotonic()
+                if timeout is not None and now - began > timeout:
+                    raise TimeoutError(f"{self.path}: still held after {timeout:.0f} s")
+                if self.on_wait and seen is not None and now - reported >= WAIT_REPORT_EVERY:
+                    reported = now
+                    who = seen[1].describe() if seen[1] else "an unknown holder"
+                    self.on_wait(f"waiting for {who}, holding {self.path.name} for {now - began:.0f} s")
+                time.sleep(delay * (0.7 + 0.6 * os.urandom(1)[0] / 255))  # jitter: waiters spread out
+                delay = min(delay * 1.5, MAX_POLL)
+        except BaseException:
+            self.own.unlink(missing_ok=True)
+            raise
+        return True
+
+    def release(self) -> None:
+        """Give the lease up (only the name still linked to our own file is removed)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+        with contextlib.suppress(OSError):
+            if self._ino is not None and os.stat(self.path).st_ino == self._ino:
+                os.unlink(self.path)
+        self.own.unlink(missing_ok=True)
+        self._ino = None
+
+    def progress(self) -> None:
+        """Tell the heartbeat that the holder moved forward (for work that reads nothing)."""
+        self._ticks += 1
+
+    def beat(self) -> None:
+        """Touch our own file; notice when the name is no longer ours."""
+        try:
+            os.utime(self.own)
+            if os.stat(self.path).st_ino != self._ino:
+                self.lost = True
+        except OSError:
+            self.lost = True
+
+    def _start_heartbeat(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._heartbeat, name=f"lease {self.path.name}", daemon=True)
+        self._thread.start()
+
+    def _heartbeat(self) -> None:
+        last_read, last_ticks = _rchar(), self._ticks
+        timer_only = last_read is None  # no /proc/self/io: beat on time alone (cannot see a spinning holder)
+        while not self._stop.wait(min(BEAT_EVERY, self.stale / 4)):
+            read, ticks = _rchar(), self._ticks
+            moved = timer_only or ticks != last_ticks or (read is not None and last_read is not None
+                                                          and read > last_read + 256)
+            last_ticks = ticks
+            if read is not None:
+                last_read = read + 256  # what reading /proc/self/io itself adds to rchar
+            if moved:
+                self.beat()
+
+    # -- waiter side ---------------------------------------------------------------------------------
+
+    def _break(self, st: os.stat_result, owner: Owner | None) -> None:
+        grave = self.path.with_name(f"{self.path.name}.broken.{self.owner.token}")
+        try:
+            os.rename(self.path, grave)
+        except FileNotFoundError:
+            return
+        try:
+            moved = read_owner(grave)
+            if moved is not None and moved[0].st_ino == st.st_ino and moved[1] == owner:
+                if owner is not None:
+                    self.path.with_name(f"{self.path.name}.{owner.token}").unlink(missing_ok=True)
+            else:
+                with contextlib.suppress(FileExistsError):
+                    os.link(grave, self.path)
+        finally:
+            grave.unlink(missing_ok=True)
+
+
+class _Watch:
+    """A waiter's view of one lease: how long (by this process's clock) nothing about it has changed."""
+
+    def __init__(self, stale: float) -> None:
+        self.stale = stale
+        self.seen: tuple[object, ...] | None = None
+        self.since = time.monotonic()
+
+    def is_stale(self, st: os.stat_result, owner: Owner | None) -> bool:
+        state = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size, owner.token if owner else None)
+        if state != self.seen:
+            self.seen, self.since = state, time.monotonic()
+        if owner is not None and owner.gone():
+            return True
+        return time.monotonic() - self.since > self.stale
+
+
+def clear_if_gone(path: Path, holder: str | None = None) -> bool:
+    """Remove the lease at ``path`` when its owner ran on this host and is gone (and was ``holder``, if given)."""
+    seen = read_owner(path)
+    if seen is None or seen[1] is None or not seen[1].gone():
+        return False
+    if holder is not None and seen[1].holder != holder:
+        return False
+    Lease(path)._break(*seen)
+    return True

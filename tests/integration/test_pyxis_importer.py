@@ -1,0 +1,256 @@
+"""ckit as Pyxis's importer, called exactly as Pyxis calls it (argv, environment, stdout, release twice), against a
+registry with token auth and a private repository; the served files checked with unsquashfs (what enroot create
+runs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.integration.pyxis_helpers import (
+    USERS,
+    AclRegistry,
+    AclTokenServer,
+    importer,
+    pyxis_env,
+    unsquash_check,
+)
+from tests.integration.registry_helpers import ckit, unique_repo
+
+NOBODY = 65534
+
+
+@dataclass(frozen=True)
+class Acl:
+    server: AclTokenServer
+    registry: AclRegistry
+
+    @property
+    def host(self) -> str:
+        return self.registry.host
+
+
+def push_busybox(host: str, repo: str, image: str, user: str = "alice") -> str:
+    """Copy the busybox test image to ``host/repo`` as ``user`` (skopeo, token auth); return ``repo:1``."""
+    ref = f"{host}/{repo}:1"
+    done = subprocess.run(["skopeo", "copy", "-q", "--dest-tls-verify=false", f"--dest-creds={user}:{USERS[user]}",  # noqa: S607
+                           f"containers-storage:{image}", f"docker://{ref}"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    return f"{repo}:1"
+
+
+@pytest.fixture(scope="module")
+def acl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Acl]:
+    server = AclTokenServer(tmp_path_factory.mktemp("acl-token")).start()
+    registry = AclRegistry(server, "pyxis")
+    registry.start()
+    try:
+        yield Acl(server, registry)
+    finally:
+        registry.remove()
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def shared() -> Iterator[Path]:
+    """A folder every user may use (the cluster file system): 0777, outside pytest's private tmp."""
+    base = Path(tempfile.mkdtemp(prefix="ckit-pyxis-"))
+    base.chmod(0o777)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def fresh(shared: Path, name: str) -> Path:
+    folder = shared / name
+    folder.mkdir(mode=0o777)
+    folder.chmod(0o777)
+    return folder
+
+
+def home(shared: Path, name: str) -> Path:
+    folder = shared / f"home-{name}"
+    folder.mkdir(exist_ok=True)
+    folder.chmod(0o777)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def private(acl: Acl, busybox_image: str) -> str:
+    return push_busybox(acl.host, unique_repo("private"), busybox_image)
+
+
+def rootfs(path: Path, dest: Path) -> Path:
+    """Unpack the file as ``enroot create`` does (``unsquashfs -user-xattrs -d``)."""
+    done = subprocess.run(["unsquashfs", "-user-xattrs", "-d", str(dest), str(path)],  # noqa: S607
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    return dest
+
+
+def test_get_prints_only_the_path_and_release_twice_is_harmless(acl: Acl, private: str, shared: Path,
+                                                                 tmp_path: Path) -> None:
+    cache = fresh(shared, "contract")
+    env = pyxis_env(home(shared, "alice"), cache, user="alice", job=11, step=0)
+    uri = f"docker://{acl.host}#{private}"
+    got = importer("get", uri, env=env)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.count("\n") == 1 and got.stdout.endswith("\n")  # the path and nothing else
+    path = Path(got.stdout.strip())
+    assert path.is_absolute() and path.parent == cache / "artifacts" and path.stat().st_mode & 0o444 == 0o444
+    assert "squashfs-root/bin/busybox" in unsquash_check(path)
+    tree = rootfs(path, tmp_path / "rootfs")
+    digest = json.loads(next((cache / "refs" / "tags").glob("*.json")).read_text())["digest"]
+    repo = private.split(":")[0]
+    assert (tree / "etc" / "rc").read_text().splitlines()[0] == f"# enroot-provenance: docker://{acl.host}#{repo}@{digest}"
+    assert (tree / "bin" / "sh").is_symlink() or (tree / "bin" / "sh").is_file()
+    held = list((cache / "holds").glob("*/11.0@*"))
+    assert len(held) == 1
+    for _ in range(2):  # after the container is created, and again at task cleanup
+        released = importer("release", env=env)
+        assert (released.returncode, released.stdout) == (0, "")
+    assert not held[0].exists()
+    for other in (f"docker://{acl.host}#{repo}@{digest}", f"docker://{acl.host}/{private}",
+                  f"docker://alice@{acl.host}#{private}"):
+        again = importer("get", other, env=env)
+        assert (again.returncode, again.stdout.strip()) == (0, str(path)), again.stderr
+        assert "converting" not in again.stderr
+    via_cli = ckit("pyxis-importer", "get", uri, env=env)
+    assert (via_cli.returncode, via_cli.stdout) == (0, f"{path}\n"), via_cli.stderr
+
+
+def test_users_without_access_get_the_registrys_refusal(acl: Acl, private: str, shared: Path,
+                                                       busybox_image: str) -> None:
+    cache = fresh(shared, "access")
+    uri = f"docker://{acl.host}#{private}"
+    assert importer("get", uri, env=pyxis_env(home(shared, "alice"), cache, user="alice")).returncode == 0
+    bob = importer("get", uri, env=pyxis_env(home(shared, "bob"), cache, user="bob", job=12))
+    assert (bob.returncode, bob.stdout) == (1, "")
+    assert f"registry {acl.host} rejected the access token" in bob.stderr and "lacks the scope" in bob.stderr
+    anonymous = importer("get", uri, env=pyxis_env(home(shared, "anon"), cache, job=13))
+    assert (anonymous.returncode, anonymous.stdout) == (1, "")
+    assert f"registry {acl.host} requires authentication" in anonymous.stderr
+    assert not list((cache / "holds").glob("*/12.0@*")) and not list((cache / "holds").glob("*/13.0@*"))
+    public = push_busybox(acl.host, unique_repo("public"), busybox_image)
+    served = importer("get", f"docker://{acl.host}#{public}", env=pyxis_env(home(shared, "anon"), cache, job=14))
+    assert served.returncode == 0, served.stderr  # a public image needs no credentials
+    unsquash_check(Path(served.stdout.strip()))
+
+
+def test_another_user_is_served_the_same_file_once_the_registry_accepts_them(acl: Acl, private: str,
+                                                                            shared: Path) -> None:
+    """carol (another Unix user: uid 65534 here) with her own credentials gets the file alice's get converted."""
+    cache = fresh(shared, "multiuser")
+    uri = f"docker://{acl.host}#{private}"
+    first = importer("get", uri, env=pyxis_env(home(shared, "alice"), cache, user="alice"))
+    assert first.returncode == 0, first.stderr
+    carol_env = pyxis_env(home(shared, "carol"), cache, user="carol", job=21)
+    carol = importer("get", uri, env=carol_env, as_uid=NOBODY)
+    assert (carol.returncode, carol.stdout) == (0, first.stdout), carol.stderr
+    assert "converting" not in carol.stderr
+    readable = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",  # noqa: S607
+                               "unsquashfs", "-s", first.stdout.strip()], capture_output=True, text=True, check=False)
+    assert readable.returncode == 0, readable.stderr
+    assert (cache / "access").glob(f"*/{NOBODY}") and importer("release", env=carol_env, as_uid=NOBODY).returncode == 0
+    assert not list((cache / "holds").glob("*/21.0@*"))
+
+
+def test_32_concurrent_gets_make_one_conversion(acl: Acl, shared: Path, busybox_image: str) -> None:
+    cache = fresh(shared, "herd")
+    ref = push_busybox(acl.host, unique_repo("private"), busybox_image)
+    uri = f"docker://{acl.host}#{ref}"
+
+    envs = [pyxis_env(home(shared, "alice"), cache, user="alice", job=300 + n) for n in range(32)]
+    with ThreadPoolExecutor(max_workers=32) as pool:  # 32 separate processes, started together
+        runs = list(pool.map(lambda env: importer("get", uri, env=env), envs))
+    assert [r.returncode for r in runs] == [0] * 32, [r.stderr for r in runs if r.returncode]
+    paths = {r.stdout for r in runs}
+    assert len(paths) == 1 and all(r.stdout.count("\n") == 1 for r in runs)
+    assert sum("converting" in r.stderr for r in runs) == 1
+    assert len(list((cache / "artifacts").glob("*.sqsh"))) == 1
+    unsquash_check(Path(paths.pop().strip()))
+    assert len(list((cache / "holds").glob("*/*"))) == 32  # every step holds it until its release
+
+
+def test_offline_serves_by_digest_and_by_tag_with_a_warning(tmp_path_factory: pytest.TempPathFactory,
+                                                           shared: Path, busybox_image: str) -> None:
+    server = AclTokenServer(tmp_path_factory.mktemp("offline-token")).start()
+    registry = AclRegistry(server, "offline")
+    registry.start()
+    try:
+        ref = push_busybox(registry.host, unique_repo("private"), busybox_image)
+        cache = fresh(shared, "offline")
+        alice = pyxis_env(home(shared, "alice"), cache, user="alice")
+        online = importer("get", f"docker://{registry.host}#{ref}", env=alice)
+        assert online.returncode == 0, online.stderr
+    finally:
+        registry.remove()
+        server.stop()
+    digest = json.loads(next((cache / "refs" / "tags").glob("*.json")).read_text())["digest"]
+    by_tag = importer("get", f"docker://{registry.host}#{ref}", env=alice)
+    assert (by_tag.returncode, by_tag.stdout) == (0, online.stdout), by_tag.stderr
+    assert f"serving {registry.host}/{ref} as {digest}" in by_tag.stderr and "warning:" in by_tag.stderr
+    repo = ref.split(":")[0]
+    by_digest = importer("get", f"docker://{registry.host}#{repo}@{digest}", env=alice)
+    assert (by_digest.returncode, by_digest.stdout) == (0, online.stdout) and "warning" not in by_digest.stderr
+    carol = importer("get", f"docker://{registry.host}#{ref}", env=pyxis_env(home(shared, "carol"), cache,
+                                                                             user="carol"), as_uid=NOBODY)
+    assert (carol.returncode, carol.stdout) == (1, "")  # never accepted by the registry: no file offline
+    assert "never confirmed this user's access" in carol.stderr
+    unknown = importer("get", f"docker://{registry.host}#{repo}:2", env=alice)
+    assert unknown.returncode == 1 and "has never been cached here" in unknown.stderr
+    assert "cannot reach registry" in unknown.stderr
+
+
+@pytest.mark.parametrize("uri", ["dockerd://ubuntu:24.04", "podman://localhost/busybox:1.36"])
+def test_engine_uris_are_refused_with_the_admins_options(uri: str, shared: Path) -> None:
+    got = importer("get", uri, env=pyxis_env(home(shared, "alice"), shared / "unused"))
+    assert (got.returncode, got.stdout) == (2, "")
+    assert "cannot share" in got.stderr and "importer= from plugstack.conf" in got.stderr
+
+
+def test_usage_and_missing_configuration(shared: Path) -> None:
+    env = pyxis_env(home(shared, "alice"), shared / "x")
+    assert importer("frobnicate", env=env).returncode == 2
+    env["CKIT_IMPORTER_CONFIG"] = str(shared / "absent.yaml")
+    got = importer("get", "docker://ubuntu:24.04", env=env)
+    assert got.returncode == 2 and "no cluster image cache is configured" in got.stderr
+    assert importer("release", env=env).returncode == 0  # release never fails
+    assert os.path.exists(shared)
+
+
+LEAN = """
+import sys
+from buildkit.cache.importer import main
+code = main(["get", sys.argv[1]])
+heavy = sorted(m for m in ("requests", "urllib3", "typer", "rich", "jsonschema", "buildkit.image.convert")
+               if m in sys.modules)
+print("heavy:", ",".join(heavy), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def test_a_cached_get_loads_no_http_library_or_converter(acl: Acl, private: str, shared: Path) -> None:
+    """The cached path is what every job step pays: the lean HEAD (http.client), no requests, no CLI, no converter."""
+    import sys
+
+    cache = fresh(shared, "lean")
+    env = pyxis_env(home(shared, "alice"), cache, user="alice")
+    uri = f"docker://{acl.host}#{private}"
+    assert importer("get", uri, env=env).returncode == 0
+    lean = subprocess.run([sys.executable, "-c", LEAN, uri], env=env, capture_output=True, text=True, check=False)  # noqa: S603
+    assert lean.returncode == 0, lean.stderr
+    assert "heavy: \n" in lean.stderr, lean.stderr
+    refused = subprocess.run([sys.executable, "-c", LEAN, uri], capture_output=True, text=True, check=False,  # noqa: S603
+                             env=pyxis_env(home(shared, "bob"), cache, user="bob"))
+    assert refused.returncode == 1 and "heavy: requests" in refused.stderr  # a refusal is worded by the full client
