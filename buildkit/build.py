@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import __version__
+from .config import jsondoc, limits
 from .engine.base import BuildEvent, BuildListener, BuildRequest, BuiltImage, Engine, context_digest
 from .errors import ConfigError
+from .fsutil import check_output, read_capped
 from .progress import SILENT, Meter, Reporter
 from .render.context import ContextFile
 
@@ -215,6 +217,8 @@ def execute(
     """Build (unless an earlier build of the same key is there), then produce every output of the plan.
     ``listener`` gets every line of the engine's log; ``progress`` shows the build steps and conversions."""
     started = time.monotonic()
+    for output in plan.outputs:  # before building: an output ckit may not replace fails fast
+        check_output(output.path, flag="-o")
     if cached is None:
         cached = engine.cached(plan.request(context))
     if cached is not None:
@@ -363,10 +367,10 @@ def read_lock(path: Path, stack: str) -> dict[str, Any]:
     """The lock file ``ckit lock`` wrote (canonical JSON), checked to be for ``stack``."""
     where = str(path)
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = jsondoc.parse(read_capped(path, limits.size("file_size"), "lock file"), "the content")
     except FileNotFoundError:
         raise ConfigError(f"--locked: {where} does not exist", hint=f"run `ckit lock {stack}` first") from None
-    except (OSError, ValueError) as err:
+    except (OSError, ConfigError) as err:
         raise ConfigError(f"--locked: {where} is not a ckit lock file: {err}",
                           hint=f"run `ckit lock {stack}` again") from None
     base = data.get("base") if isinstance(data, dict) else None

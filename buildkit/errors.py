@@ -7,6 +7,7 @@ with ``--debug``.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Sequence
 
 
@@ -66,6 +67,30 @@ class Interrupted(CkitError):
     """The user interrupted the operation; nothing half-written was left behind."""
 
     exit_code = 130
+
+
+class FileError(CkitError):
+    """A file or folder could not be read or written (disk full, read-only, no permission, wrong kind)."""
+
+
+_OS_HINTS = {
+    errno.ENOSPC: "free some space, or write somewhere else (-o, CKIT_CACHE_DIR)",
+    errno.EDQUOT: "your disk quota is used up: free some space, or write somewhere else",
+    errno.EROFS: "the file system is mounted read-only: write somewhere else (-o, CKIT_CACHE_DIR)",
+    errno.EACCES: "you may not write there: check the folder's permissions, or write somewhere else",
+    errno.EPERM: "you may not change that file: check its owner and permissions",
+    errno.ENAMETOOLONG: "use a shorter file name (at most 255 bytes) or path",
+    errno.EISDIR: "a folder is where ckit expects a file: remove or rename it",
+    errno.ENOTDIR: "a file is where ckit expects a folder: remove or rename it",
+}
+
+
+def os_error(err: OSError, path: object = None, action: str = "write") -> FileError:
+    """One clear line for an OSError: the file it concerns, what the system said, and what to do."""
+    name = err.filename if err.filename is not None else path
+    where = f"{name}: " if name is not None else ""
+    reason = err.strerror or err.__class__.__name__
+    return FileError(f"{where}cannot {action}: {reason}", hint=_OS_HINTS.get(err.errno or 0))
 
 
 class CommandFailed(CkitError):

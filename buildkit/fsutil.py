@@ -1,16 +1,171 @@
-"""Atomic artifacts: write next to the destination, verify, then rename into place.
+"""Atomic artifacts and the one output guard; the one bounded reader of small input files.
 
-An interrupted or failed write never leaves a file at the final path. Every
-writer of a user-visible file goes through :func:`atomic_path`.
+Every writer of a user-visible file goes through :func:`atomic_path` (or :func:`place_copy` for a file that
+exists already): it checks the output path first (:func:`check_output`), writes a temporary file next to it,
+verifies it and renames it into place, so an interrupted or failed write never leaves a file at the final path.
+
+The output guard refuses, before any work is done, anything at the output path that ckit may not replace: a
+folder, a device node, a FIFO or socket, a path under a file, a name longer than the file system allows, a
+read-only or unwritable folder, and an output that is one of the command's inputs (the same file, also through
+a hard or symbolic link). A symbolic link at the output path is followed, as ``docker login`` does with its
+config file: the file it points to is what gets replaced, and the guard checks that file.
+
+Temporary files are named ``.NAME.XXXXXXXX.part`` and held under an exclusive ``flock`` while they are written.
+A writer killed with SIGKILL cannot remove its own; the next write of the same output removes every such file
+that no live process holds.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
+import shutil
+import stat
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
+
+from .errors import CkitError, ConfigError, FileError, os_error
+
+NAME_MAX = 255
+PATH_MAX = 4096
+STALE_AFTER = 2.0  # seconds: a temp file younger than this may be one whose writer has not locked it yet
+_KINDS = {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFIFO: "a FIFO",
+          stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}
+
+
+def _kind(mode: int) -> str:
+    return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def _check_name(path: Path, flag: str) -> None:
+    text = os.fsencode(path)
+    if len(text) >= PATH_MAX or any(len(part) > NAME_MAX for part in text.split(b"/")):
+        raise ConfigError(f"{flag} {str(path)[:80]}…: the path is too long for the file system",
+                          hint=f"file names may have at most {NAME_MAX} bytes, paths {PATH_MAX - 1}")
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def _check_inputs(real: Path, st: os.stat_result, inputs: Iterable[Path], flag: str) -> None:
+    for given in inputs:
+        try:
+            other = os.stat(given)
+        except OSError:
+            continue
+        if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
+            raise ConfigError(f"{flag} {real}: that is the input {given}; ckit does not overwrite its input",
+                              hint="write the output to another file")
+        if stat.S_ISDIR(other.st_mode) and _inside(real, Path(os.path.realpath(given))):
+            raise ConfigError(f"{flag} {real}: that file is part of the input {given}",
+                              hint="write the output outside the input")
+
+
+def _check_folder(real: Path, flag: str) -> None:
+    """The nearest existing folder above ``real`` must be a folder ckit can write in."""
+    folder = real.parent
+    while True:
+        try:
+            st = os.stat(folder)
+            break
+        except FileNotFoundError:
+            folder = folder.parent
+        except OSError as err:
+            raise _refused(flag, real, err) from err
+    if not stat.S_ISDIR(st.st_mode):
+        raise ConfigError(f"{flag} {real}: {folder} is {_kind(st.st_mode)}, not a folder",
+                          hint="choose an output path in a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+        why = "is on a read-only file system" if read_only else "is not writable for you"
+        raise ConfigError(f"{flag} {real}: the folder {folder} {why}", hint="write the output somewhere else")
+
+
+def _refused(flag: str, path: Path, err: OSError) -> ConfigError:
+    if err.errno == errno.ENOTDIR:
+        return ConfigError(f"{flag} {path}: a part of the path is a file, not a folder",
+                           hint="choose an output path in a folder")
+    if err.errno == errno.ELOOP:
+        return ConfigError(f"{flag} {path}: too many levels of symbolic links")
+    if err.errno == errno.ENAMETOOLONG:
+        return ConfigError(f"{flag} {path}: the path is too long for the file system")
+    return ConfigError(f"{flag} {path}: {err.strerror}")
+
+
+def check_output(path: Path | str, *, inputs: Iterable[Path | str] = (), flag: str = "output") -> Path:
+    """The real path an artifact for ``path`` is written to, or a ConfigError (exit 2) saying why ckit may not
+    replace what is there. ``inputs`` are the files (or folders) the command reads."""
+    path = Path(path)
+    _check_name(path, flag)
+    real = Path(os.path.realpath(path))  # a symlink at the path: its target is what gets replaced
+    _check_name(real, flag)
+    try:
+        st: os.stat_result | None = os.stat(real)
+    except FileNotFoundError:
+        st = None
+    except OSError as err:
+        raise _refused(flag, path, err) from err
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            raise ConfigError(f"{flag} {path}: is a folder; give a file name",
+                              hint=f"e.g. {path}/{'NAME'}")
+        if not stat.S_ISREG(st.st_mode):
+            shown = f"{path} (-> {real})" if real != path.absolute() else str(path)
+            raise ConfigError(f"{flag} {shown}: is {_kind(st.st_mode)}; ckit replaces only regular files",
+                              hint="choose another output path")
+        _check_inputs(real, st, [Path(p) for p in inputs], flag)
+    _check_folder(real, flag)
+    return real
+
+
+# --- temporary files next to the output --------------------------------------------------------------------
+def _prefix(final: Path) -> str:
+    return f".{final.name[:200]}."  # room for the random part and the suffix within NAME_MAX
+
+
+def clean_stale(final: Path, suffix: str) -> int:
+    """Remove temp files of ``final`` whose writers are gone (no flock held, older than STALE_AFTER)."""
+    removed = 0
+    with suppress(OSError):
+        for candidate in final.parent.glob(f"{glob_escape(_prefix(final))}*{glob_escape(suffix)}"):
+            with suppress(OSError):
+                fd = os.open(candidate, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+                try:
+                    st = os.fstat(fd)
+                    if not stat.S_ISREG(st.st_mode) or time.time() - st.st_mtime < STALE_AFTER:
+                        continue
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # fails while its writer lives
+                    candidate.unlink()
+                    removed += 1
+                finally:
+                    os.close(fd)
+    return removed
+
+
+def glob_escape(text: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
+
+
+@contextmanager
+def _locked_temp(final: Path, suffix: str) -> Iterator[Path]:
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        clean_stale(final, suffix)
+        fd, name = tempfile.mkstemp(prefix=_prefix(final), suffix=suffix, dir=final.parent)
+    except OSError as err:
+        raise os_error(err, final) from err
+    tmp = Path(name)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # marks the temp as in use until this writer is done or dead
+        yield tmp
+    finally:
+        tmp.unlink(missing_ok=True)
+        os.close(fd)
 
 
 @contextmanager
@@ -20,33 +175,55 @@ def atomic_path(
     mode: int = 0o644,
     suffix: str = ".part",
     verify: Callable[[Path], None] | None = None,
+    inputs: Iterable[Path | str] = (),
 ) -> Iterator[Path]:
     """Yield a temporary path (mode 0600) in ``final``'s folder; when the block succeeds, fsync it, ``verify``
     it, set ``mode`` and rename it to ``final``.
 
-    On any exception (KeyboardInterrupt included) the temporary file is removed and ``final`` is untouched.
+    ``final`` passes :func:`check_output` first. On any exception (KeyboardInterrupt included) the temporary
+    file is removed and ``final`` is untouched; an OSError (disk full, read-only) becomes a FileError naming it.
     """
-    final = Path(final)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=suffix, dir=final.parent)
-    os.close(fd)
-    tmp = Path(name)
-    try:
-        yield tmp
-        with open(tmp, "rb+") as handle:
-            os.fsync(handle.fileno())
-        if verify is not None:
-            verify(tmp)
-        tmp.chmod(mode)
-        os.replace(tmp, final)
-        fsync_dir(final.parent)
-    finally:
-        tmp.unlink(missing_ok=True)
+    final = check_output(final, inputs=inputs)
+    with _locked_temp(final, suffix) as tmp:
+        try:
+            yield tmp
+            with open(tmp, "rb+") as handle:
+                os.fsync(handle.fileno())
+            if verify is not None:
+                verify(tmp)
+            tmp.chmod(mode)
+            os.replace(tmp, final)
+            fsync_dir(final.parent)
+        except OSError as err:
+            raise os_error(err, final) from err
 
 
-def atomic_write(final: Path, data: bytes, *, mode: int = 0o644) -> None:
-    with atomic_path(final, mode=mode) as tmp:
+def atomic_write(final: Path, data: bytes, *, mode: int = 0o644, inputs: Iterable[Path | str] = ()) -> None:
+    with atomic_path(final, mode=mode, inputs=inputs) as tmp:
         tmp.write_bytes(data)
+
+
+def place_copy(src: Path, dest: Path, *, inputs: Iterable[Path | str] = ()) -> Path:
+    """Put ``src``'s bytes at ``dest`` atomically: a hard link when on the same file system, else a copy.
+    ``dest`` passes the output guard (with ``inputs``); when it is ``src`` already, nothing is done."""
+    real = check_output(dest, inputs=inputs)
+    if real.exists() and os.path.samefile(src, real):
+        return Path(dest)  # already this file (a hard link from an earlier export)
+    with _locked_temp(real, ".tmp") as tmp:
+        try:
+            tmp.unlink()
+            try:
+                os.link(src, tmp)
+            except OSError:
+                shutil.copyfile(src, tmp)
+                with tmp.open("rb") as f:
+                    os.fsync(f.fileno())
+            if tmp.stat().st_size != Path(src).stat().st_size:
+                raise FileError(f"{dest}: the copy of {src} is incomplete")
+            os.replace(tmp, real)
+        except OSError as err:
+            raise os_error(err, dest) from err
+    return Path(dest)
 
 
 def fsync_dir(folder: Path) -> None:
@@ -56,3 +233,22 @@ def fsync_dir(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+# --- bounded reads of small input files ---------------------------------------------------------------------
+def read_capped(path: Path | str, limit: int, what: str, *, error: type[CkitError] = ConfigError) -> bytes:
+    """The bytes of a small input file, refused (``error``) unless it is a regular file of at most ``limit``
+    bytes. A FIFO, a device (``/dev/zero``) or a link to one is refused before anything is read from it.
+    OSErrors (missing file, no permission) are the caller's to word."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not block the open
+    with os.fdopen(fd, "rb") as handle:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise error(f"{what}: {path} is {_kind(st.st_mode)}, not a regular file")
+        if st.st_size > limit:
+            raise error(f"{what}: {path} is {st.st_size} bytes, more than the {limit} ckit reads",
+                        hint="the file is not what ckit expects there (see README, Safety, for the limits)")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise error(f"{what}: {path} is larger than {limit} bytes")
+    return data

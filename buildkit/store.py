@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConvertError
-from .fsutil import fsync_dir
+from .fsutil import fsync_dir, place_copy
 from .lease import Lease
 
 FORMAT_VERSION = 2  # bump when the bytes ckit writes for the same inputs change (2: ckit's own squashfs writer)
@@ -204,29 +204,6 @@ def _identity(path: Path) -> list[int]:
 
 
 def export(src: Path, dest: Path) -> Path:
-    """Put a copy of ``src`` at ``dest`` atomically: hardlink when on the same filesystem, else copy."""
-    import shutil
-    import tempfile
-
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    if dest.exists() and os.path.samefile(src, dest):
-        return dest  # already this artifact (a hardlink from an earlier export)
-    fd, name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-    os.close(fd)
-    tmp = Path(name)
-    try:
-        tmp.unlink()
-        try:
-            os.link(src, tmp)
-        except OSError:
-            shutil.copyfile(src, tmp)
-            with tmp.open("rb") as f:
-                os.fsync(f.fileno())
-        if tmp.stat().st_size != src.stat().st_size:
-            raise ConvertError(f"{dest}: copy from the store is incomplete")
-        os.replace(tmp, dest)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return dest
+    """Put a copy of ``src`` at ``dest`` atomically: hardlink when on the same filesystem, else copy (through
+    the output guard: ckit replaces only a regular file there)."""
+    return place_copy(src, dest)

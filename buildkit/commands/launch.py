@@ -96,7 +96,7 @@ def launch(
         else:
             typer.echo(script, nl=False)
         return
-    path = write_script(script, output or Path(f"{name}.sbatch"))
+    path = write_script(script, output or Path(f"{name}.sbatch"), inputs=[Path(image)] if image else [])
     info(f"wrote {path}")
     result: dict[str, object] = {"site": plan.site.name, "script": str(path), "job_id": None}
     if do_submit or (not wait and which("sbatch")):

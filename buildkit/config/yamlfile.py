@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from ..errors import ConfigError
+from ..fsutil import read_capped
+from . import limits
 
 if TYPE_CHECKING:
     import jsonschema
@@ -55,38 +57,74 @@ def format_keypath(keypath: KeyPath) -> str:
     return out
 
 
-def _walk(node: yaml.Node, keypath: KeyPath, lines: dict[KeyPath, int], path: Path) -> None:
-    lines.setdefault(keypath, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        seen: dict[str, int] = {}
-        for key_node, value_node in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = key_node.value
-            line = key_node.start_mark.line + 1
-            if key in seen:
-                raise ConfigError(
-                    f"{path}:{line}: duplicate key '{format_keypath((*keypath, key))}' (first at line {seen[key]})",
-                    hint="remove one of the two",
-                )
-            seen[key] = line
-            lines[(*keypath, key)] = line
-            _walk(value_node, (*keypath, key), lines, path)
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            lines[(*keypath, index)] = item.start_mark.line + 1
-            _walk(item, (*keypath, index), lines, path)
+def _walk(root: yaml.Node, lines: dict[KeyPath, int], path: Path) -> None:
+    """Record the line of every key path (aliases expanded, as the data will be), refusing a document that
+    expands to more than the ``yaml_values`` limit: a few lines of nested aliases ("billion laughs") would
+    otherwise expand to billions of values here and in everything that reads the data."""
+    budget = limits.size("yaml_values")
+    pending: list[tuple[yaml.Node, KeyPath]] = [(root, ())]
+    while pending:
+        node, keypath = pending.pop()
+        budget -= 1
+        if budget < 0:
+            raise ConfigError(f"{path}: the document expands to more than {limits.size('yaml_values')} values "
+                              "(YAML aliases)", hint="write the values out; CKIT_MAX_YAML_VALUES raises the limit")
+        lines.setdefault(keypath, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[str, int] = {}
+            for key_node, value_node in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                line = key_node.start_mark.line + 1
+                if not isinstance(key_node, yaml.ScalarNode):
+                    raise ConfigError(f"{path}:{line}: a key must be a plain value, not a list or mapping")
+                key = key_node.value
+                if key in seen:
+                    raise ConfigError(
+                        f"{path}:{line}: duplicate key '{format_keypath((*keypath, key))}' (first at line "
+                        f"{seen[key]})", hint="remove one of the two")
+                seen[key] = line
+                lines[(*keypath, key)] = line
+                pending.append((value_node, (*keypath, key)))
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                lines[(*keypath, index)] = item.start_mark.line + 1
+                pending.append((item, (*keypath, index)))
+
+
+class _Loader(yaml.SafeLoader):
+    """The safe loader, refusing documents nested deeper than the ``nesting`` limit (PyYAML composes and
+    constructs recursively: a deep document would end in RecursionError)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.depth, self.max_depth = 0, limits.size("nesting")
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:  # type: ignore[override]
+        self.depth += 1
+        try:
+            if self.depth > self.max_depth:
+                mark = self.peek_event().start_mark
+                raise yaml.composer.ComposerError(None, None, f"nested deeper than {self.max_depth} levels", mark)
+            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        finally:
+            self.depth -= 1
 
 
 def parse(text: str, path: Path) -> Document:
     """Parse YAML text. Syntax errors become a ConfigError naming the file and line."""
     try:
-        loader = yaml.SafeLoader(text)
+        loader = _Loader(text)
         try:
             node = loader.get_single_node()
+            lines: dict[KeyPath, int] = {}
+            if node is not None:
+                _walk(node, lines, path)  # before constructing: the walk refuses what would expand too far
             data = loader.construct_document(node) if node is not None else None
         finally:
             loader.dispose()
+    except RecursionError as err:
+        raise ConfigError(f"{path}: the YAML nests too deeply to be read", hint="flatten the document") from err
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         line = f":{mark.line + 1}" if mark else ""
@@ -94,15 +132,13 @@ def parse(text: str, path: Path) -> Document:
         raise ConfigError(f"{path}{line}: {problem}", hint="fix the YAML syntax") from err
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: {err}", hint="fix the YAML syntax") from err
-    lines: dict[KeyPath, int] = {}
-    if node is not None:
-        _walk(node, (), lines, path)
     return Document(path=path, data=data, lines=lines)
 
 
 def load(path: Path) -> Document:
+    """Read and parse a YAML file: a regular file of at most the ``file_size`` limit, in UTF-8."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_capped(path, limits.size("file_size"), "YAML file").decode("utf-8")
     except OSError as err:
         raise ConfigError(f"{path}: cannot read: {err.strerror}") from err
     except UnicodeDecodeError as err:

@@ -157,7 +157,7 @@ def docker_env_script(config: ImageConfig) -> str:
     lines = ["#!/bin/sh\n"]
     for entry in config.env:
         name, sep, value = entry.partition("=")
-        if not _ENV_NAME.match(name):
+        if not _ENV_NAME.fullmatch(name):  # fullmatch: "$" alone would accept "FOO\n"
             log.warning("image ENV entry %r skipped: %r is not a valid variable name", entry, name)
             continue
         _check_shell_safe(f"image ENV variable {name}", (value,))

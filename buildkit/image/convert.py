@@ -13,15 +13,16 @@ is all-root with ``u+rX`` (and ``u+w`` on directories), exactly what ``enroot im
 from __future__ import annotations
 
 import datetime as dt
-import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import store as store_mod
+from ..config import limits
+from ..config.jsondoc import parse as parse_json
 from ..errors import ConfigError, ConvertError
+from ..fsutil import check_output
 from ..progress import SILENT, Reporter
 from . import squashfs
 from .flatten import flatten
@@ -105,12 +106,19 @@ def plan(source: str | Source, target: str, *, output: Path | None = None, compr
     allowed = site.squashfs_compressions if site is not None else ()
     compression = squashfs.choose(compress, allowed, target=target, site_name=site.name if site is not None else "")
     src = source if isinstance(source, Source) else parse_source(source, insecure=insecure, ca_file=ca_file)
+    if output is not None:  # before any work: never replace a device, a folder or the input itself
+        check_output(output, inputs=input_paths(src), flag="-o")
     digest = src.identify().digest
     deffile, origin = deffile_text(src), provenance(src)
     # what lands in the bytes besides the layers: the deffile (sif) or the provenance line (sqsh)
     key = store_mod.make_key(source_digest=digest, target=target, compression=compression.label,
                              origin=deffile if target == "sif" else origin)
     return ConvertPlan(src, target, compression, digest, key, Path(output) if output else None, deffile, origin)
+
+
+def input_paths(source: Source) -> list[Path]:
+    """The files a source reads (an output must not be one of them)."""
+    return [source.path] if isinstance(source, (DockerArchiveSource, OciLayoutSource)) else []
 
 
 def verifier(target: str):  # type: ignore[no-untyped-def]
@@ -159,12 +167,7 @@ def convert(source: str | Source, target: str, *, output: Path | None = None, co
 
 
 def source_date_epoch() -> int | None:
-    value = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
-    if not value:
-        return None
-    if not value.isdigit():
-        raise ConfigError(f"SOURCE_DATE_EPOCH={value!r} is not a number of seconds")
-    return int(value)
+    return limits.source_date_epoch()
 
 
 def _created(config_blob: dict[str, Any]) -> int:
@@ -180,11 +183,9 @@ def _read_layers(p: ConvertPlan, work: Path, progress: Reporter) -> tuple[dict[s
     (an engine's save has no size), so the meter counts bytes without one."""
     with progress.meter("reading layers") as reading:
         mat = p.source.materialize(work, reading)
-        try:
-            blob = json.loads(mat.config)
-        except ValueError as err:
-            raise ConvertError(f"{p.source.text}: the image config is not JSON: {err}") from err
-        return blob, ImageConfig.from_image_config(blob), prepare_all(mat.layers, work, reading)
+        blob = parse_json(mat.config, f"{p.source.text}: the image config", error=ConvertError)
+        config = ImageConfig.from_image_config(blob, f"{p.source.text}: the image config")
+        return blob, config, prepare_all(mat.layers, work, reading)
 
 
 def _produce(p: ConvertPlan, store: store_mod.Store, check, progress: Reporter) -> store_mod.Entry:  # type: ignore[no-untyped-def]

@@ -125,6 +125,10 @@ def fstab_text(config: ImageConfig) -> str:
         if not volume or any(c.isspace() or unicodedata.category(c) == "Cc" for c in volume):
             raise ConvertError(f"image volume {volume!r} cannot be written to /etc/fstab (whitespace in a path)",
                                hint="rename the volume path in the image config")
+        if not volume.startswith("/") or ".." in volume.split("/"):
+            # ${ENROOT_ROOTFS}/a/../../x (or ${ENROOT_ROOTFS}x) names a host path outside the container's root
+            raise ConvertError(f"image volume {volume!r} must be an absolute path without '..': its /etc/fstab "
+                               "bind would reach outside the container", hint="fix the volume path in the image")
     return "".join(f"${{ENROOT_ROOTFS}}{v} {v} none x-create=dir,bind,rw,nosuid,nodev\n"
                    for v in sorted(config.volumes))
 

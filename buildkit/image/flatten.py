@@ -125,15 +125,18 @@ class Tree:
             self.children.setdefault(path, set())
 
     def _remove(self, path: str) -> None:
-        node = self.nodes.pop(path, None)
-        if node is None:
+        """Remove ``path`` and everything below it (a loop, not recursion: trees may nest thousands deep)."""
+        if path not in self.nodes:
             return
         siblings = self.children.get(_parent(path))
         if siblings is not None:
             siblings.discard(path)
-        if node.kind == "dir":
-            for child in list(self.children.pop(path, ())):
-                self._remove(child)
+        pending = [path]
+        while pending:
+            current = pending.pop()
+            node = self.nodes.pop(current, None)
+            if node is not None and node.kind == "dir":
+                pending.extend(self.children.pop(current, ()))
 
     def _implicit_dir(self, path: str, layer: int) -> None:
         self._remove(path)
@@ -198,6 +201,9 @@ class Tree:
                 parent = self.resolve_dir(parent_name.split("/"), layer)
                 assert parent is not None
                 self._opaque(parent, layer)
+            elif base == ".wh.":
+                raise ConvertError(f"{what}: whiteout {name!r} names no file",
+                                   hint="the layer is malformed or hostile; it was not converted")
             elif not base.startswith(".wh..wh."):
                 self._whiteout(parent_name.split("/"), base[4:], layer)
             return None
@@ -228,6 +234,9 @@ class Tree:
         elif kind == tarfile.LNKTYPE:
             self._hardlink(path, member, layer, what)
         elif kind == tarfile.SYMTYPE:
+            if not member.linkname or "\0" in member.linkname:
+                raise ConvertError(f"{what}: symlink /{name} has an empty target, which no file system can hold",
+                                   hint="the layer is malformed or hostile; it was not converted")
             self._remove(path)
             self._put(path, Node("symlink", layer, _meta(member), target=member.linkname))
         elif kind == tarfile.FIFOTYPE:
@@ -259,21 +268,21 @@ class Tree:
             self._remove(path)
 
     def _opaque(self, directory: str, layer: int) -> None:
-        """Hide everything below ``directory`` that lower layers put there."""
-
-        def prune(path: str) -> bool:
-            node = self.nodes[path]
-            if node.kind == "dir":
-                kept = [child for child in list(self.children.get(path, ())) if prune(child)]
-                if kept:
-                    return True
-            if node.layer < layer:
-                self._remove(path)
-                return False
-            return True
-
-        for child in list(self.children.get(directory, ())):
-            prune(child)
+        """Hide everything below ``directory`` that lower layers put there: a lower-layer entry goes unless it
+        is a directory that still holds something from this layer. Post-order, with a stack (no recursion)."""
+        order, pending = [], list(self.children.get(directory, ()))
+        while pending:  # parents before children in ``order``; walked backwards, children come first
+            path = pending.pop()
+            order.append(path)
+            if self.nodes[path].kind == "dir":
+                pending.extend(self.children.get(path, ()))
+        for path in reversed(order):
+            node = self.nodes.get(path)
+            if node is None or node.layer >= layer:
+                continue
+            if node.kind == "dir" and self.children.get(path):
+                continue  # something of this layer (or a dir holding it) is still inside
+            self._remove(path)
 
     # --- rootfs additions ---------------------------------------------------------------------------------------
     def add_entries(self, entries: Iterable[RootfsEntry], mtime: int) -> None:

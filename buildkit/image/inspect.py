@@ -7,13 +7,15 @@ The SIF header and descriptors are decoded in Python; files inside a squashfs ar
 from __future__ import annotations
 
 import datetime as dt
-import json
+import os
+import stat
 import struct
 from pathlib import Path
 from typing import Any
 
 from .. import process
-from ..errors import ConfigError, ConvertError
+from ..config.jsondoc import parse as parse_json
+from ..errors import CommandFailed, ConfigError, ConvertError
 from . import sif as S
 from . import sif_text as T
 
@@ -27,6 +29,8 @@ ENROOT_FILES = ("/etc/rc", "/etc/rc.local", "/etc/environment", "/etc/fstab")
 def detect(path: Path) -> str:
     """``"sif"`` or ``"sqsh"`` from the file's first bytes; ConfigError (exit 2) for anything else."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the open, a device never end
+            raise ConfigError(f"{path}: not a regular file", hint="give a .sif or .sqsh file")
         with open(path, "rb") as src:
             head = src.read(2048)
     except OSError as err:
@@ -56,6 +60,13 @@ def superblock(path: Path, offset: int = 0) -> dict[str, Any]:
     }
 
 
+MAX_SHOWN = 1 << 20  # bytes of one file inside an image that inspect shows
+
+
+class _TooLarge(Exception):
+    pass
+
+
 class SquashReader:
     """Reads single files of a squashfs (standalone or embedded at ``offset``) through ``unsquashfs``."""
 
@@ -66,11 +77,21 @@ class SquashReader:
     def _argv(self, *args: str) -> list[str]:
         return ["unsquashfs", "-o", str(self.offset), *args]
 
-    def cat(self, inner: str) -> str | None:
-        """The text of ``inner`` (absolute path in the image), or None when it is absent."""
-        result = process.run(self._argv("-cat", str(self.path), inner.lstrip("/")), check=False,
-                             step=f"read {inner}")
-        return result.stdout if result.returncode == 0 else None
+    def cat(self, inner: str, limit: int = MAX_SHOWN) -> str | None:
+        """The text of ``inner`` (absolute path in the image), or None when it is absent. At most ``limit``
+        bytes are read: a hostile image's /etc/rc may be gigabytes of holes."""
+        try:
+            with process.stream_stdout(self._argv("-cat", str(self.path), inner.lstrip("/")),
+                                       step=f"read {inner}") as proc:
+                data = proc.stdout.read(limit + 1)  # type: ignore[union-attr]
+                if len(data) > limit:
+                    raise _TooLarge
+                proc.stdout.read()  # type: ignore[union-attr]
+        except _TooLarge:
+            return f"(more than {limit} bytes: not shown)"
+        except CommandFailed:
+            return None
+        return data.decode(errors="replace")
 
     def listdir(self, inner: str) -> list[str]:
         """Absolute paths directly inside the directory ``inner``."""
@@ -99,8 +120,9 @@ def inspect_sif(path: Path) -> dict[str, Any]:
             report["deffile"] = _object_text(sif, desc)
         elif desc.datatype == S.DATA_GENERIC_JSON and desc.name == "oci-config.json":
             try:
-                report["oci_config"] = json.loads(sif.read_object(desc, limit=1 << 20))
-            except ValueError:
+                report["oci_config"] = parse_json(sif.read_object(desc, limit=1 << 20), "oci-config.json",
+                                                  expect=None)
+            except ConfigError:
                 report["oci_config"] = _object_text(sif, desc)
     part = sif.primary_partition()
     if part is None:
@@ -114,8 +136,8 @@ def inspect_sif(path: Path) -> dict[str, Any]:
     report["partition"] |= {"superblock": superblock(path, part.offset), "unsquashfs": squash.superblock_text()}
     labels = squash.cat("/.singularity.d/labels.json")
     try:
-        report["labels"] = json.loads(labels) if labels else None
-    except ValueError:
+        report["labels"] = parse_json(labels, "labels.json") if labels else None
+    except ConfigError:
         report["labels"] = labels
     report["environment"] = {p: squash.cat(p) for p in squash.listdir("/.singularity.d/env")}
     report["runscript"] = squash.cat("/.singularity.d/runscript")

@@ -190,18 +190,20 @@ def prepare_all(blobs: Sequence[LayerBlob], workdir: Path,
 
 
 def _gunzip(reader: _Hashing, out: BinaryIO, what: str) -> None:
+    """Decompress at most CHUNK bytes per call: a layer of zeros that expands a thousandfold (a "gzip bomb")
+    costs one CHUNK of memory, not its whole expansion."""
     decomp = gzip_codec.decompressobj(wbits=31)
     started = False  # the current member has received data
     try:
         while chunk := reader.read(CHUNK):
             while chunk:
                 started = True
-                out.write(decomp.decompress(chunk))
-                if not decomp.eof:
-                    break
-                chunk = decomp.unused_data  # concatenated gzip members
-                decomp = gzip_codec.decompressobj(wbits=31)
-                started = False
+                out.write(decomp.decompress(chunk, CHUNK))
+                chunk = decomp.unconsumed_tail
+                if decomp.eof:
+                    chunk = decomp.unused_data  # concatenated gzip members
+                    decomp = gzip_codec.decompressobj(wbits=31)
+                    started = False
         out.write(decomp.flush())
     except (zlib.error, gzip_codec.error) as err:
         raise ConvertError(f"{what}: corrupt gzip data: {err}") from err

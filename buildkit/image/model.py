@@ -7,6 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..config.jsondoc import strings, typed
+from ..errors import ConvertError
+
 
 @dataclass(frozen=True)
 class ImageConfig:
@@ -27,18 +30,27 @@ class ImageConfig:
     raw: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_image_config(cls, blob: Mapping[str, Any]) -> ImageConfig:
-        """Build from a whole image config blob (``{"architecture":…, "config":{…}, "rootfs":…}``)."""
+    def from_image_config(cls, blob: Mapping[str, Any], what: str = "the image config") -> ImageConfig:
+        """Build from a whole image config blob (``{"architecture":…, "config":{…}, "rootfs":…}``), every field
+        type-checked: an Entrypoint given as one string, a label that is a number… is a ConvertError naming it,
+        never a mangled script or a traceback."""
+        if not isinstance(blob, Mapping):
+            raise ConvertError(f"{what} must be a JSON object")
         config = blob.get("config") or blob.get("Config") or {}
+        if not isinstance(config, Mapping):
+            raise ConvertError(f"{what}: config must be a JSON object, not {type(config).__name__}")
+        labels = typed(config, "Labels", dict, what, error=ConvertError, default={})
+        if not all(isinstance(v, str) for v in labels.values()):
+            raise ConvertError(f"{what}: Labels must map names to strings")
         return cls(
-            entrypoint=tuple(config.get("Entrypoint") or ()),
-            cmd=tuple(config.get("Cmd") or ()),
-            env=tuple(config.get("Env") or ()),
-            working_dir=config.get("WorkingDir") or "",
-            labels=tuple((str(k), str(v)) for k, v in (config.get("Labels") or {}).items()),
-            volumes=tuple(sorted(config.get("Volumes") or {})),
-            user=config.get("User") or "",
-            architecture=blob.get("architecture") or "amd64",
+            entrypoint=tuple(strings(config, "Entrypoint", what, error=ConvertError)),
+            cmd=tuple(strings(config, "Cmd", what, error=ConvertError)),
+            env=tuple(strings(config, "Env", what, error=ConvertError)),
+            working_dir=typed(config, "WorkingDir", str, what, error=ConvertError, default=""),
+            labels=tuple((str(k), v) for k, v in labels.items()),
+            volumes=tuple(sorted(typed(config, "Volumes", dict, what, error=ConvertError, default={}))),
+            user=typed(config, "User", str, what, error=ConvertError, default=""),
+            architecture=typed(blob, "architecture", str, what, error=ConvertError, default="") or "amd64",
             raw=dict(config),
         )
 

@@ -7,15 +7,15 @@ while it streams; the flattener then reads those files like any other layer.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from ..config import limits
 from ..errors import ConvertError, IntegrityError
-from ..oci.layout import descriptor
+from ..oci.layout import Descriptor, descriptor, json_object
 from .source import INDEX_TYPES, Identity, LayerBlob, Materialized, Source, pick_platform, short
 
 CHUNK = 1 << 20
@@ -58,27 +58,36 @@ class RegistrySource(Source):
             self._manifest = data
         return self._manifest
 
-    def _blob(self, descriptor: dict[str, Any]) -> bytes:
-        with self.client.open_blob(self.ref.repository, descriptor["digest"], descriptor.get("size")) as reader:
-            return reader.read()
+    def _descriptors(self, key: str) -> list[Descriptor]:
+        value = self.manifest()[key]
+        if key == "config":
+            return [descriptor(value, f"{self.text}: manifest config")]
+        if not isinstance(value, list):
+            raise IntegrityError(f"{self.text}: manifest layers must be a list")
+        return [descriptor(d, f"{self.text}: manifest layers[{n}]") for n, d in enumerate(value)]
 
     def identify(self) -> Identity:
-        config_desc = self.manifest()["config"]
+        config_desc = self._descriptors("config")[0]
         if self._config is None:
-            self._config = self._blob(config_desc)
-            json.loads(self._config)
-        return Identity(self._config, config_desc["digest"])
+            limit = limits.size("config_size")
+            if config_desc.size > limit:
+                raise IntegrityError(f"{self.text}: the image config is {config_desc.size} bytes, more than the "
+                                     f"{limit} ckit reads", hint="CKIT_MAX_CONFIG_SIZE raises the limit")
+            with self.client.open_blob(self.ref.repository, config_desc.digest, config_desc.size) as reader:
+                self._config = reader.read()
+            json_object(self._config, f"{self.text}: the image config")
+        return Identity(self._config, config_desc.digest)
 
     def materialize(self, workdir: Path, progress: Callable[[int], None] | None = None) -> Materialized:
         """Download the layers, :data:`DOWNLOADS` at a time (as docker and skopeo do), each checked as it streams."""
         config = self.identify().config or b""
-        layers = list(enumerate(self.manifest()["layers"], start=1))
+        layers = list(enumerate(self._descriptors("layers"), start=1))
         stop = threading.Event()
 
-        def fetch(item: tuple[int, dict[str, Any]]) -> LayerBlob:
+        def fetch(item: tuple[int, Descriptor]) -> LayerBlob:
             number, desc = item
             path = workdir / f"blob-{number}"
-            with self.client.open_blob(self.ref.repository, desc["digest"], desc.get("size")) as reader, \
+            with self.client.open_blob(self.ref.repository, desc.digest, desc.size) as reader, \
                     path.open("wb") as out:
                 while chunk := reader.read(CHUNK):
                     if stop.is_set():
@@ -86,7 +95,7 @@ class RegistrySource(Source):
                     out.write(chunk)
                     if progress:
                         progress(len(chunk))
-            return LayerBlob(path, 0, path.stat().st_size, f"layer {number} ({short(desc['digest'])})")
+            return LayerBlob(path, 0, path.stat().st_size, f"layer {number} ({short(desc.digest)})")
 
         pool = ThreadPoolExecutor(max_workers=max(1, min(len(layers), DOWNLOADS)))
         try:

@@ -24,8 +24,12 @@ def readable_size(size: int) -> str:
 
 
 def format_time(seconds: int) -> str:
-    """Go's ``time.Time.String()`` in UTC, e.g. ``2020-06-30 00:01:56 +0000 UTC``."""
-    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%d %H:%M:%S +0000 UTC")
+    """Go's ``time.Time.String()`` in UTC, e.g. ``2020-06-30 00:01:56 +0000 UTC``; a time outside the years
+    1-9999 (a damaged or hostile header) is shown as the raw number of seconds."""
+    try:
+        return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%d %H:%M:%S +0000 UTC")
+    except (OverflowError, OSError, ValueError):
+        return f"{seconds} s since 1970 (out of range)"
 
 
 def _table(rows: Sequence[tuple[str, str]], padding: int) -> str:

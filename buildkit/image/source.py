@@ -9,7 +9,6 @@ file on disk (the archive itself, a blob of the layout, or a spooled download), 
 from __future__ import annotations
 
 import hashlib
-import json
 import platform
 import tarfile
 from collections.abc import Callable
@@ -17,12 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config import limits
 from ..errors import ConfigError, ConvertError, IntegrityError
 from ..oci.digest import parse_digest
+from ..oci.docker_manifest import ArchiveImage, archive_images
 from ..oci.layout import Descriptor, OciLayout, descriptor, json_object
 from ..oci.sources import SourceSpec, parse_spec
 
-MAX_CONFIG = 16 << 20  # an image config (history included) is a few KiB; 16 MiB is generous
 SAVE_TIMEOUT = 600  # seconds the engine may stay silent during an image save
 
 MANIFEST_TYPES = (
@@ -101,13 +101,6 @@ def _oci_archive_source(spec: SourceSpec, insecure: bool, ca_file: Path | None) 
     return OciArchiveSource(spec.text, spec.path or Path(), spec.ref)
 
 
-def _json(data: bytes, what: str) -> Any:
-    try:
-        return json.loads(data)
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ConvertError(f"{what} is not valid JSON: {err}") from err
-
-
 def short(digest: str) -> str:
     return digest[:19] + "…" if len(digest) > 19 else digest
 
@@ -127,8 +120,7 @@ class DockerArchive:
                     self.members[_normalise_archive_name(member.name)] = member
         except tarfile.TarError as err:
             raise ConvertError(f"{what}: {path} is not a readable tar archive: {err}") from err
-        manifest = _json(self.read("manifest.json"), f"{what}: manifest.json")
-        self.entry = self._select(manifest)
+        self.entry = self._select(archive_images(self.read("manifest.json", limits.size("config_size")), what))
 
     def _member(self, name: str, depth: int = 0) -> tarfile.TarInfo:
         member = self.members.get(name)
@@ -143,36 +135,36 @@ class DockerArchive:
             raise ConvertError(f"{self.what}: member {name!r} is not a file")
         return member
 
-    def read(self, name: str) -> bytes:
+    def read(self, name: str, limit: int) -> bytes:
+        """A small member (manifest.json, the config), refused when it is larger than ``limit``."""
         member = self._member(name)
+        if member.size > limit:
+            raise IntegrityError(f"{self.what}: member {name!r} is {member.size} bytes, more than the {limit} "
+                                 "ckit reads for it", hint="the archive is malformed or hostile")
         with self.path.open("rb") as f:
             f.seek(member.offset_data)
             return f.read(member.size)
 
-    def _select(self, manifest: Any) -> dict[str, Any]:
-        if not isinstance(manifest, list) or not manifest:
-            raise ConvertError(f"{self.what}: manifest.json lists no image")
+    def _select(self, images: list[ArchiveImage]) -> ArchiveImage:
         if self.ref is None:
-            if len(manifest) > 1:
-                tags = [t for e in manifest for t in e.get("RepoTags") or ()]
-                raise ConfigError(f"{self.what}: the archive holds {len(manifest)} images",
+            if len(images) > 1:
+                tags = [t for image in images for t in image.repo_tags]
+                raise ConfigError(f"{self.what}: the archive holds {len(images)} images",
                                   hint="name one: docker-archive:PATH:REF, REF one of " + ", ".join(tags))
-            return manifest[0]
-        for entry in manifest:
-            if self.ref in (entry.get("RepoTags") or ()):
-                return entry
+            return images[0]
+        for image in images:
+            if self.ref in image.repo_tags:
+                return image
         raise ConfigError(f"{self.what}: no image tagged {self.ref!r} in the archive")
 
     def identify(self) -> Identity:
-        config = self.read(self.entry["Config"])
+        config = self.read(self.entry.config, limits.size("config_size"))
         return Identity(config, sha256_bytes(config))
 
     def layers(self) -> list[LayerBlob]:
         """The layers, each to be verified against the config's ``rootfs.diff_ids`` (an archive member has
         no digest of its own; the config is what the image ID names)."""
-        names = self.entry.get("Layers") or []
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise IntegrityError(f"{self.what}: manifest.json Layers must be a list of member names")
+        names = self.entry.layers
         config = self.identify().config or b""
         ids = diff_ids(json_object(config, f"{self.what}: image config"), len(names), self.what)
         blobs = []
@@ -218,7 +210,7 @@ class DockerArchiveSource(Source):
         if self._archive is None:
             self._archive = DockerArchive(self.path, self.ref, self.text)
             if self.ref is None:
-                tags = self._archive.entry.get("RepoTags") or ()
+                tags = self._archive.entry.repo_tags
                 self.image_ref = tags[0] if tags else self.path.name
         return self._archive
 
@@ -298,7 +290,6 @@ class DaemonSource(Source):
 
 
 # --- OCI image layout ----------------------------------------------------------------------------------------
-MAX_INDEX_DEPTH = 8  # indexes nested in indexes: bounded, so an index that lists itself cannot loop
 
 
 class OciLayoutSource(Source):
@@ -322,7 +313,8 @@ class OciLayoutSource(Source):
     def manifest(self) -> dict[str, Any]:
         if self._manifest is None:
             chosen = self._pick(self.layout.manifests())
-            for _depth in range(MAX_INDEX_DEPTH):
+            depth = limits.size("index_depth")
+            for _depth in range(depth):  # bounded: an index that lists itself cannot loop
                 if chosen.media_type not in INDEX_TYPES:
                     break
                 nested = json_object(self.layout.read_blob(chosen), f"{self.text}: image index {chosen.digest}")
@@ -332,7 +324,7 @@ class OciLayoutSource(Source):
                 chosen = pick_platform([descriptor(e, f"{self.text}: image index entry") for e in entries],
                                        self.text)
             else:
-                raise IntegrityError(f"{self.text}: image indexes nest deeper than {MAX_INDEX_DEPTH} levels")
+                raise IntegrityError(f"{self.text}: image indexes nest deeper than {depth} levels")
             self._manifest = json_object(self.layout.read_blob(chosen), f"{self.text}: manifest {chosen.digest}")
         return self._manifest
 
@@ -358,7 +350,7 @@ class OciLayoutSource(Source):
 
     def identify(self) -> Identity:
         config_desc = self._descriptors("config")[0]
-        return Identity(self.layout.read_blob(config_desc, limit=MAX_CONFIG), config_desc.digest)
+        return Identity(self.layout.read_blob(config_desc, limit=limits.size("config_size")), config_desc.digest)
 
     def materialize(self, workdir: Path, progress: Callable[[int], None] | None = None) -> Materialized:
         blobs = []

@@ -92,8 +92,9 @@ class _Ids:
         if found is None:
             if not 0 <= value < 1 << 32:
                 raise ConvertError(f"uid/gid {value} does not fit in squashfs (0 to 4294967295)")
-            if len(self.index) >= 1 << 16:
-                raise ConvertError("the image uses more than 65536 distinct uids/gids, more than squashfs can hold")
+            if len(self.index) >= 0xFFFF:  # the superblock counts ids in 16 bits
+                raise ConvertError("the image uses more than 65535 distinct uids/gids, more than squashfs can hold",
+                                   hint="a .sqsh (all files owned by root) has no such limit")
             found = self.index[value] = len(self.index)
         return found
 

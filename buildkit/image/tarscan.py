@@ -8,6 +8,7 @@ members are reported as such (the flattener refuses them); a bad header checksum
 
 from __future__ import annotations
 
+import math
 import os
 import tarfile
 import zlib
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from ..config import limits
 from ..errors import ConvertError
 
 BLOCK = 512
@@ -54,6 +56,7 @@ def _str(raw: bytes) -> str:
 
 
 def _num(raw: bytes) -> int:
+    """A numeric header field: octal text, or GNU base-256 (a negative value comes back negative)."""
     if raw[:1] in (b"\x80", b"\xff"):  # base-256 (GNU)
         value = int.from_bytes(raw[1:], "big")
         return value - (1 << (8 * (len(raw) - 1))) if raw[0] == 0xFF else value
@@ -65,20 +68,67 @@ def _num(raw: bytes) -> int:
 
 
 def _pax(data: bytes, what: str) -> dict[str, str]:
+    """PAX records ``LENGTH KEY=VALUE\n``; anything else is a malformed header (never a loop or a crash)."""
     records: dict[str, str] = {}
     pos = 0
     while pos < len(data) and data[pos:pos + 1] != b"\0":
-        space = data.find(b" ", pos)
-        if space < 0:
-            raise ConvertError(f"{what}: malformed PAX header")
-        length = int(data[pos:space])
+        space = data.find(b" ", pos, pos + 21)
+        digits = data[pos:space] if space > pos else b""
+        length = int(digits) if digits.isdigit() else 0
+        if length <= space - pos + 1 or pos + length > len(data) or data[pos + length - 1] != 0x0A:
+            raise ConvertError(f"{what}: malformed PAX header record at byte {pos}",
+                               hint="the layer is corrupt or hostile; it was not converted")
         record = data[space + 1: pos + length - 1]  # without the trailing newline
         key, _, value = record.partition(b"=")
         records[key.decode("utf-8", "surrogateescape")] = value.decode("utf-8", "surrogateescape")
-        if length <= 0:
-            raise ConvertError(f"{what}: malformed PAX header")
         pos += length
     return records
+
+
+def _pax_int(headers: dict[str, str], key: str, default: int, what: str, name: str) -> int:
+    text = headers.get(key)
+    if text is None or text == "":
+        return default
+    if not text.isdigit() or len(text) > 20:
+        raise ConvertError(f"{what}: {name}: PAX {key}={text[:40]!r} is not a non-negative whole number",
+                           hint="the layer is corrupt or hostile; it was not converted")
+    return int(text)
+
+
+def _pax_time(headers: dict[str, str], default: float, what: str, name: str) -> float:
+    text = headers.get("mtime")
+    if text is None or text == "":
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or len(text) > 40:
+        raise ConvertError(f"{what}: {name}: PAX mtime={text[:40]!r} is not a time",
+                           hint="the layer is corrupt or hostile; it was not converted")
+    return value
+
+
+def _header_numbers(buf: bytes, at: int, what: str) -> tuple[int, int, int, int, int]:
+    """mode, uid, gid, size, mtime of a header whose checksum holds; sizes and ids are never negative."""
+    try:
+        valid = _checksum_ok(buf)
+    except ValueError:
+        valid = False
+    if not valid:
+        raise ConvertError(f"{what}: bad tar header checksum at byte {at}", hint="the layer is corrupt or not a tar")
+    try:
+        mode, uid, gid, size, mtime = _numbers(buf)
+    except ValueError:
+        raise _bad(what, at, "a numeric field of the header is not a number") from None
+    if size < 0 or uid < 0 or gid < 0:  # a negative size would move the scan backwards, for ever
+        raise _bad(what, at, f"negative size or id ({size}, {uid}, {gid})")
+    return mode, uid, gid, size, mtime
+
+
+def _bad(what: str, at: int, why: str) -> ConvertError:
+    return ConvertError(f"{what}: {why} (tar header at byte {at})",
+                        hint="the layer is corrupt, truncated or hostile; it was not converted")
 
 
 NUL_TO_SPACE = bytes.maketrans(b"\0", b" ")
@@ -117,18 +167,22 @@ def scan(f: BinaryIO, start: int, end: int, what: str) -> Iterator[Member]:
     long_link: str | None = None
     fd = f.fileno()
     pread = os.pread
-    while pos + BLOCK <= end:
-        buf = pread(fd, BLOCK, pos)  # one syscall per header: no seek
-        if len(buf) < BLOCK or buf == ZERO:
+    max_meta = limits.size("tar_header_size")
+    while pos < end:  # every pass moves pos forward by at least one block
+        buf = pread(fd, BLOCK, pos) if pos + BLOCK <= end else b""  # one syscall per header: no seek
+        if buf == ZERO:
             return
-        if not _checksum_ok(buf):
-            raise ConvertError(f"{what}: bad tar header checksum at byte {pos - start}",
-                               hint="the layer is corrupt or not a tar")
+        if len(buf) < BLOCK:
+            if pread(fd, end - pos, pos).strip(b"\0"):
+                raise _bad(what, pos - start, "the layer ends inside a tar header (truncated)")
+            return
+        mode, uid, gid, size, mtime = _header_numbers(buf, pos - start, what)
         kind = buf[156:157] or tarfile.REGTYPE
-        mode, uid, gid, size, mtime = _numbers(buf)
         header_at, data_at = pos, pos + BLOCK
         pos = data_at + (size + BLOCK - 1) // BLOCK * BLOCK
         if kind in (tarfile.XHDTYPE, b"X", tarfile.XGLTYPE, tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK):
+            if size > max_meta or data_at + size > end:
+                raise _bad(what, header_at - start, f"an extended header of {size} bytes does not fit")
             data = pread(fd, size, data_at)
             if kind == tarfile.XGLTYPE:
                 global_pax = {**global_pax, **_pax(data, what)}
@@ -148,10 +202,10 @@ def scan(f: BinaryIO, start: int, end: int, what: str) -> Iterator[Member]:
         headers = {**global_pax, **pax} if global_pax and pax else (pax or global_pax)
         if headers:  # PAX records override the header fields
             name, linkname = headers.get("path", name), headers.get("linkpath", linkname)
-            uid, gid = int(headers.get("uid", 0) or uid), int(headers.get("gid", 0) or gid)
-            mtime = float(headers.get("mtime", 0) or mtime)
+            uid, gid = _pax_int(headers, "uid", uid, what, name), _pax_int(headers, "gid", gid, what, name)
+            mtime = _pax_time(headers, mtime, what, name)
             if "size" in headers:
-                size = int(headers["size"])
+                size = _pax_int(headers, "size", size, what, name)
                 pos = data_at + (size + BLOCK - 1) // BLOCK * BLOCK
         member = Member(
             name=name.rstrip("/") or name if kind == tarfile.DIRTYPE else name,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,15 +19,16 @@ class Submission:
     exit_code: int | None = None
 
 
-def write_script(text: str, path: Path) -> Path:
-    """Write ``text`` to ``path`` (mode 0755) through a temp file in the same folder and a rename."""
+def write_script(text: str, path: Path, inputs: Iterable[Path] = ()) -> Path:
+    """Write ``text`` to ``path`` (mode 0755) through a temp file in the same folder and a rename; the output
+    guard refuses a device, a folder or one of ``inputs`` (e.g. the image file) at ``path``."""
     path = path.resolve()
 
     def same_text(tmp: Path) -> None:
         if tmp.read_text(encoding="utf-8") != text:
             raise LaunchError(f"{path}: written script differs from the rendered one")
 
-    with atomic_path(path, mode=0o755, verify=same_text) as tmp:
+    with atomic_path(path, mode=0o755, verify=same_text, inputs=inputs) as tmp:
         tmp.write_text(text, encoding="utf-8")
     return path
 

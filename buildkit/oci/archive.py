@@ -14,9 +14,10 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
+from ..config import limits
 from ..errors import ConfigError, IntegrityError
 from .digest import parse_digest, verify_bytes
-from .layout import MAX_JSON, Descriptor, descriptor, json_object
+from .layout import Descriptor, descriptor, json_object
 
 READ_SIZE = 1 << 20
 
@@ -111,7 +112,7 @@ class OciArchive:
                               hint="write one with `podman save --format oci-archive` or `skopeo copy … oci-archive:FILE`")
 
     def index(self) -> dict[str, Any]:
-        data = self.tar.read("index.json", "index.json", MAX_JSON)
+        data = self.tar.read("index.json", "index.json", limits.size("manifest_size"))
         return json_object(data, f"{self.what}: index.json")
 
     def manifests(self) -> list[Descriptor]:
@@ -135,9 +136,11 @@ class OciArchive:
     def blob_size(self, digest: str) -> int:
         return self._member(digest).size
 
-    def read_blob(self, desc: Descriptor, limit: int = MAX_JSON) -> bytes:
-        """A small blob, size-capped and verified against its digest (and its descriptor's size)."""
+    def read_blob(self, desc: Descriptor, limit: int | None = None) -> bytes:
+        """A small blob, size-capped (default: the manifest limit) and verified against its digest (and its
+        descriptor's size)."""
         what = f"{self.what}: blob {desc.digest}"
+        limit = limit if limit is not None else limits.size("manifest_size")
         if desc.size > limit:
             raise IntegrityError(f"{what} is {desc.size} bytes, more than the {limit} ckit reads for it")
         member = self._member(desc.digest)

@@ -8,17 +8,17 @@ with a size cap and verified before they are parsed.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from ..config import limits
+from ..config.jsondoc import parse as parse_json
 from ..errors import ConfigError, IntegrityError
 from .digest import parse_digest, verify_bytes
 
-MAX_JSON = 4 << 20  # index, manifests and configs (registries cap manifests at 4 MiB too)
 REF_NAME = "org.opencontainers.image.ref.name"
 
 
@@ -55,13 +55,7 @@ def descriptor(obj: object, what: str) -> Descriptor:
 
 def json_object(data: bytes, what: str) -> dict[str, Any]:
     """``data`` as a JSON object; a clear error for anything else (including nesting deep enough to recurse)."""
-    try:
-        value = json.loads(data)
-    except (ValueError, UnicodeDecodeError, RecursionError) as err:
-        raise IntegrityError(f"{what} is not valid JSON: {str(err)[:120]}") from err
-    if not isinstance(value, dict):
-        raise IntegrityError(f"{what} must be a JSON object, not {type(value).__name__}")
-    return value
+    return parse_json(data, what, error=IntegrityError)
 
 
 def read_capped(handle: BinaryIO, limit: int, what: str) -> bytes:
@@ -74,7 +68,7 @@ def read_capped(handle: BinaryIO, limit: int, what: str) -> bytes:
 def open_regular(path: Path, what: str) -> BinaryIO:
     """``path`` opened for reading only if it is a regular file and not a symlink."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not block
     except FileNotFoundError as err:
         raise ConfigError(f"{what}: {path} is missing") from err
     except OSError as err:  # ELOOP: a symlink
@@ -99,7 +93,8 @@ class OciLayout:
 
     def index(self) -> dict[str, Any]:
         with open_regular(self.root / "index.json", self.what) as handle:
-            return json_object(read_capped(handle, MAX_JSON, f"{self.what}: index.json"), f"{self.what}: index.json")
+            data = read_capped(handle, limits.size("manifest_size"), f"{self.what}: index.json")
+        return json_object(data, f"{self.what}: index.json")
 
     def manifests(self) -> list[Descriptor]:
         entries = self.index().get("manifests") or []
@@ -132,9 +127,11 @@ class OciLayout:
         """Where the blob's bytes lie: (its file, 0, size); the same method reads an ``oci-archive:`` tar."""
         return self.blob_path(digest), 0, self.blob_size(digest)
 
-    def read_blob(self, desc: Descriptor, limit: int = MAX_JSON) -> bytes:
-        """A small blob, size-capped and verified against its digest (and its descriptor's size)."""
+    def read_blob(self, desc: Descriptor, limit: int | None = None) -> bytes:
+        """A small blob, size-capped (default: the manifest limit) and verified against its digest (and its
+        descriptor's size)."""
         what = f"{self.what}: blob {desc.digest}"
+        limit = limit if limit is not None else limits.size("manifest_size")
         if desc.size > limit:
             raise IntegrityError(f"{what} is {desc.size} bytes, more than the {limit} ckit reads for it")
         with self.open_blob(desc.digest) as handle:

@@ -91,7 +91,7 @@ class _Values:
 
 def _check_ref(ref: str, base: Layer) -> str:
     where = base.doc.where(("image",))
-    if not _REF.match(ref) or ("@" not in ref and ":" not in ref.rsplit("/", 1)[-1]):
+    if not _REF.fullmatch(ref) or ("@" not in ref and ":" not in ref.rsplit("/", 1)[-1]):
         raise ConfigError(f"{where}: base image {ref!r} is not a pinned image reference (REGISTRY/NAME:TAG)",
                           hint="give a tag or a digest")
     if ref.rsplit("/", 1)[-1].split("@")[0].endswith(":latest"):

@@ -25,7 +25,7 @@ class Compiled:
 
 
 def check_env_value(name: str, value: str, where: Callable[[str], ConfigError]) -> str:
-    if not _ENV_NAME.match(name):
+    if not _ENV_NAME.fullmatch(name):
         raise where(f"'{name}' is not a valid environment variable name")
     if any(c in value for c in "\n\r\x00\"'`\\") or _BAD_DOLLAR.search(value):
         raise where(f"value of {name} may not contain quotes, backslashes, backticks, newlines or '$' other "
@@ -34,7 +34,7 @@ def check_env_value(name: str, value: str, where: Callable[[str], ConfigError]) 
 
 
 def check_label(key: str, value: str, where: Callable[[str], ConfigError]) -> tuple[str, str]:
-    if not LABEL_KEY.match(key):
+    if not LABEL_KEY.fullmatch(key):
         raise where(f"label key {key!r} must match {LABEL_KEY.pattern}")
     if "\n" in value or "\x00" in value:
         raise where(f"label {key} must be one line")

@@ -16,11 +16,12 @@ are taken over; options given on the command line win.
 from __future__ import annotations
 
 import json
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 
 from .. import __version__
+from ..config import limits
+from ..config.jsondoc import parse as parse_json
 from ..errors import CkitError, ConfigError
 
 CREATED = "org.opencontainers.image.created"
@@ -36,13 +37,7 @@ def rfc3339(epoch: int) -> str:
 
 
 def source_date_epoch() -> int | None:
-    value = os.environ.get("SOURCE_DATE_EPOCH")
-    if not value:
-        return None
-    try:
-        return int(value)
-    except ValueError as err:
-        raise ConfigError(f"SOURCE_DATE_EPOCH={value!r} is not a number of seconds") from err
+    return limits.source_date_epoch()
 
 
 def sif_metadata(path: Path) -> tuple[int | None, dict[str, str]]:
@@ -53,13 +48,13 @@ def sif_metadata(path: Path) -> tuple[int | None, dict[str, str]]:
         sif = read_sif(path)
     except CkitError:
         return None, {}
-    created = sif.created if sif.created > 0 else None
+    created = sif.created if 0 < sif.created < 1 << 32 else None  # a damaged header may say anything
     labels: dict[str, str] = {}
     for desc in sif.descriptors:
         if desc.datatype == DATA_GENERIC_JSON and desc.name == "oci-config.json" and desc.size < (1 << 20):
             try:
-                config = json.loads(sif.read_object(desc))
-            except ValueError:
+                config = parse_json(sif.read_object(desc), "oci-config.json")
+            except CkitError:
                 continue
             labels = {k: str(v) for k, v in _sif_labels(config).items() if k.startswith(_KEPT_PREFIXES)}
     return created, labels

@@ -136,7 +136,7 @@ _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,200}$")
 
 def output_name(ref: Reference, kind: ArtifactKind, title: str | None) -> str:
     """The layer's title when it is a plain file name, else ``<repo-basename>_<tag>.<suffix>``."""
-    if title and _SAFE_NAME.match(title) and title not in (".", ".."):
+    if title and _SAFE_NAME.fullmatch(title) and title not in (".", ".."):
         return title
     tag = ref.tag or (ref.digest or "latest").replace("sha256:", "")[:12]
     return f"{ref.repository.rsplit('/', 1)[-1]}_{tag}{kind.suffix}"
@@ -167,10 +167,14 @@ def pull_artifact(client: RegistryClient, ref: Reference, out_dir: Path, progres
     ``manifest`` is what :func:`fetch_artifact_manifest` returned when the caller fetched it already."""
     data, manifest_digest, kind = manifest or fetch_artifact_manifest(client, ref)
     if kind is None:
+        config = data.get("config")
         raise RegistryError(f"{ref} is not a .sif or .sqsh artifact (config media type "
-                            f"{(data.get('config') or {}).get('mediaType')!r})",
+                            f"{(config if isinstance(config, dict) else {}).get('mediaType')!r})",
                             hint="for a container image, pull with --to sif or --to sqsh to convert it")
-    layers = [x for x in data.get("layers", []) if isinstance(x, dict) and x.get("mediaType") in kind.layer_types()]
+    entries = data.get("layers") or []
+    if not isinstance(entries, list):
+        raise IntegrityError(f"{ref}: the manifest's layers must be a list")
+    layers = [x for x in entries if isinstance(x, dict) and x.get("mediaType") in kind.layer_types()]
     if len(layers) != 1:
         raise RegistryError(f"{ref}: expected one {kind.layer_type} layer, found {len(layers)}")
     layer = descriptor(layers[0], f"{ref}: layer")
@@ -179,8 +183,9 @@ def pull_artifact(client: RegistryClient, ref: Reference, out_dir: Path, progres
         total(layer.size)
     download_verified(client, ref.repository, layer.digest, layer.size, final, progress, mode=_mode(kind))
     known_digests.remember(final, layer.digest)
+    annotations = data.get("annotations")
     return PullResult(final, layer.digest, manifest_digest, kind.name, layer.size,
-                      dict(data.get("annotations") or {}))
+                      {k: str(v) for k, v in annotations.items()} if isinstance(annotations, dict) else {})
 
 
 def _mode(kind: ArtifactKind) -> int:

@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import process
+from ..config import limits
+from ..config.jsondoc import parse as parse_json
 from ..errors import ConfigError, RegistryError
-from ..fsutil import atomic_path
+from ..fsutil import atomic_path, read_capped
 from .reference import DOCKER_HUB
 
 ENV_USER = "CKIT_REGISTRY_USER"
@@ -58,13 +60,11 @@ def load_docker_config(path: Path | None = None) -> dict:
     path = path or docker_config_path()
     if not path.is_file():
         return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise ConfigError(f"{path}: not a readable docker config file ({err.__class__.__name__})",
+    try:  # a regular file of at most the file limit, depth-checked JSON (a link to /dev/zero is refused)
+        data = parse_json(read_capped(path, limits.size("file_size"), "docker config"), str(path))
+    except (OSError, ConfigError) as err:
+        raise ConfigError(f"{path}: not a readable docker config file ({err})",
                           hint="fix or remove the file, then run ckit login again") from err
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a JSON object")
     return data
 
 
@@ -74,6 +74,13 @@ def from_env(host: str) -> Credentials | None:
     if user and password and (not only or only == host):
         return Credentials(user, password, source="environment")
     return None
+
+
+def _mapping(config: dict, key: str, path: Path) -> dict:
+    value = config.get(key) or {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: {key} must be a JSON object", hint="fix the file, or run ckit login again")
+    return value
 
 
 def _decode_auth(value: str, path: Path, key: str) -> Credentials:
@@ -95,15 +102,16 @@ def resolve(host: str, config_path: Path | None = None) -> Credentials | None:
     path = config_path or docker_config_path()
     config = load_docker_config(path)
     keys = _config_keys(host)
-    helpers = config.get("credHelpers") or {}
+    helpers = _mapping(config, "credHelpers", path)
     for key in keys:
-        if key in helpers:
+        if isinstance(helpers.get(key), str):
             return helper_get(helpers[key], key)
-    auths = config.get("auths") or {}
+    auths = _mapping(config, "auths", path)
     for key in keys:
         entry = auths.get(key)
         if not isinstance(entry, dict):
             continue
+        entry = {k: v for k, v in entry.items() if isinstance(v, str)}  # other types are not credentials
         if entry.get("identitytoken"):
             return Credentials(TOKEN_USER, entry["identitytoken"], source=str(path))
         if entry.get("auth"):
@@ -111,7 +119,7 @@ def resolve(host: str, config_path: Path | None = None) -> Credentials | None:
         if entry.get("username") and entry.get("password"):
             return Credentials(entry["username"], entry["password"], source=str(path))
     store = config.get("credsStore")
-    if store:
+    if isinstance(store, str) and store:
         return helper_get(store, keys[0])
     return None
 

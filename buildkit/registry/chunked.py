@@ -89,13 +89,16 @@ class ChunkedUpload:
         self.location = self.client.location_of(response)
         return self._range_end(response, default=end)
 
-    @staticmethod
-    def _range_end(response: requests.Response, default: int) -> int:
+    def _range_end(self, response: requests.Response, default: int) -> int:
+        """Where the registry's kept range ends (``Range: 0-N``), checked: no further than the blob."""
         value = response.headers.get("Range", "")
         if "-" not in value:
             return default
-        last = int(value.rsplit("-", 1)[1])
-        return 0 if last <= 0 else last + 1  # distribution says "0-0" for an empty upload
+        last = value.removeprefix("bytes=").rsplit("-", 1)[1].strip()
+        if not last.isdigit() or int(last) >= max(self.size, 1):
+            raise RegistryError(f"registry {self.client.host} answered an upload of {self.what} with a bad "
+                                f"Range {value[:40]!r}", hint="the registry is misbehaving; try again")
+        return 0 if int(last) <= 0 else int(last) + 1  # distribution says "0-0" for an empty upload
 
     def _recover(self) -> int:
         """Where to go on from: the registry's kept range, or 0 on a new upload when it forgot this one."""

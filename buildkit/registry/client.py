@@ -24,10 +24,13 @@ from urllib.parse import urlsplit
 import requests
 import urllib3
 
+from ..config import limits
+from ..config.jsondoc import parse as parse_json
 from ..errors import ConfigError, IntegrityError, RegistryError
 from ..oci.digest import VerifyingReader, of_bytes, parse_digest, verify_bytes
 from ..process import redact
 from . import auth as auth_mod
+from . import transport
 from .reference import Reference, is_loopback, parse
 from .streams import LimitedReader
 from .tokens import Authenticator, scope_for
@@ -41,10 +44,23 @@ DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
 MANIFEST_TYPES = (OCI_MANIFEST, OCI_INDEX, DOCKER_MANIFEST, DOCKER_LIST)
 ACCEPT_ALL = ", ".join(MANIFEST_TYPES)
 CHUNK_SIZE = 64 << 20
-MAX_MANIFEST = 4 << 20
 AUTO: Any = object()  # "find credentials the docker way"
 
 Progress = Callable[[int], None]
+
+
+def error_details(body: bytes, most: int = 5) -> list[str]:
+    """``CODE: message`` of each entry of a distribution error body (``{"errors": [...]}``), whatever its shape."""
+    try:
+        errors = json.loads(body).get("errors")
+    except (ValueError, AttributeError, RecursionError):
+        return []
+    found = []
+    for item in errors[:most] if isinstance(errors, list) else []:
+        if isinstance(item, dict):
+            code, message = str(item.get("code") or "")[:80], str(item.get("message") or "")[:200]
+            found.append(f"{code}: {message}" if message else code)
+    return [f for f in found if f]
 
 
 @dataclass(frozen=True)
@@ -54,7 +70,7 @@ class Manifest:
     digest: str
 
     def json(self) -> dict[str, Any]:
-        return json.loads(self.data)
+        return parse_json(self.data, f"manifest {self.digest}", error=IntegrityError)
 
 
 @dataclass(frozen=True)
@@ -76,8 +92,7 @@ class RegistryClient:
         self.host = host
         self.insecure = insecure
         self.verify: bool | str = str(ca_file) if ca_file else not insecure
-        self.session = requests.Session()
-        self.session.headers["User-Agent"] = "ckit"
+        self.session = transport.session()
         if credentials is AUTO:
             credentials = auth_mod.resolve(host)
         self.auth = Authenticator(host, self.session, credentials, verify=self.verify, insecure=insecure)
@@ -114,7 +129,8 @@ class RegistryClient:
         for scheme in ("https", "http") if plain_ok else ("https",):
             url = f"{scheme}://{self.host}/v2/"
             try:
-                response = self.session.get(url, verify=self.verify, timeout=30)
+                response = transport.exchange(self.session, "GET", url, what=f"registry {self.host}",
+                                              limit=limits.size("response_size"), verify=self.verify)
             except requests.exceptions.SSLError as err:
                 text = str(err)
                 if plain_ok and ("WRONG_VERSION_NUMBER" in text or "record layer failure" in text):
@@ -143,19 +159,24 @@ class RegistryClient:
 
     def request(self, method: str, path: str, scopes: Sequence[str], *, ok: Sequence[int] = (200,),
                 headers: dict[str, str] | None = None, body: Callable[[], Any] | None = None,
-                params: dict[str, str] | None = None, stream: bool = False, what: str = "") -> requests.Response:
-        """Send a request with auth; retry after a 401 once the challenge is answered. ``body`` makes a
-        fresh request body for each attempt. A URL on another origin gets no credentials."""
+                params: dict[str, str] | None = None, stream: bool = False, what: str = "",
+                limit: int | None = None) -> requests.Response:
+        """Send a request with auth under the transport policy (:mod:`.transport`: deadline, retries, bodies
+        read up to ``limit`` bytes unless ``stream``); retry after a 401 once the challenge is answered.
+        ``body`` makes a fresh request body for each attempt. A URL on another origin gets no credentials."""
         url = path if path.startswith(("http://", "https://")) else self.base_url() + path
+        what = what or f"{method} {path.split('?')[0]}"
         own = self.owns(url)
         if not own:
             log.debug("%s %s is not on %s: sent without credentials", method, url.split("?")[0], self._base)
+        upload = int((headers or {}).get("Content-Length") or 0)
         for _attempt in range(3):
             auth_headers = self.auth.headers(scopes) if own else {}
             try:
-                response = self.session.request(
-                    method, url, headers={**(headers or {}), **auth_headers}, data=body() if body else None,
-                    params=params, stream=stream, verify=self.verify, timeout=(30, 300))
+                response = transport.exchange(
+                    self.session, method, url, what=what, limit=limit or limits.size("response_size"),
+                    stream=stream, body=body, upload_size=upload, headers={**(headers or {}), **auth_headers},
+                    params=params, verify=self.verify)
             except requests.RequestException as err:
                 raise self._unreachable(url.split("?")[0], err) from err
             if response.status_code != 401 or not own:
@@ -163,21 +184,16 @@ class RegistryClient:
             response.close()
             self.auth.on_unauthorized(response, scopes, sent_auth=bool(auth_headers))
         if response.status_code not in ok:
-            error = self._error(response, what or f"{method} {path.split('?')[0]}")
+            response.close()
+            error = self._error(response, what)
             error.message = redact(error.message, self.auth.secrets())
             raise error
         return response
 
     def _error(self, response: requests.Response, what: str) -> RegistryError:
-        codes, messages = [], []
-        try:
-            for item in response.json().get("errors", []):
-                codes.append(item.get("code", ""))
-                messages.append(item.get("message", ""))
-        except (ValueError, AttributeError):
-            pass
+        """The registry's error answer in one line (its body was read, size-capped, by the transport)."""
         status = response.status_code
-        detail = "; ".join(f"{c}: {m}" if m else c for c, m in zip(codes, messages, strict=False))
+        detail = "; ".join(error_details(response.content if response._content_consumed else b""))  # noqa: SLF001
         if status == 404:
             return RegistryError(f"{what}: not found on {self.host}" + (f" ({detail})" if detail else ""),
                                  hint="check the repository and tag")
@@ -202,22 +218,16 @@ class RegistryClient:
     def get_manifest(self, repo: str, reference: str, accept: str = ACCEPT_ALL) -> Manifest:
         what = f"manifest {self.host}/{repo}:{reference}"
         response = self.request("GET", f"/v2/{repo}/manifests/{reference}", [scope_for(repo, "pull")],
-                                headers={"Accept": accept}, stream=True, what=what)
-        try:  # read at most MAX_MANIFEST + 1 bytes, whatever the server claims or sends
-            data = response.raw.read(MAX_MANIFEST + 1, decode_content=True)
-        except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as err:
-            raise RegistryError(f"{what}: the download broke off ({err.__class__.__name__})") from err
-        finally:
-            response.close()
-        if len(data) > MAX_MANIFEST:
-            raise RegistryError(f"{what} is larger than {MAX_MANIFEST} bytes")
+                                headers={"Accept": accept}, what=what, limit=limits.size("manifest_size"))
+        data = response.content  # at most the manifest limit, whatever the server claims or sends
         digest = of_bytes(data)
         if ":" in reference:  # pinned by digest: any algorithm the spec allows, verified before use
             verify_bytes(data, str(parse_digest(reference, what)), what)
             digest = reference
         media_type = response.headers.get("Content-Type", "").split(";")[0].strip()
         if media_type not in MANIFEST_TYPES:
-            media_type = json.loads(data).get("mediaType", media_type)
+            declared = parse_json(data, what, error=IntegrityError).get("mediaType")
+            media_type = declared if isinstance(declared, str) else media_type
         return Manifest(data, media_type, digest)
 
     def head_manifest(self, repo: str, reference: str, accept: str = ACCEPT_ALL) -> ManifestHead:
@@ -226,8 +236,10 @@ class RegistryClient:
         digest = response.headers.get("Docker-Content-Digest")
         if not digest:
             return self._head_from_get(repo, reference, accept)
-        return ManifestHead(digest, response.headers.get("Content-Type", "").split(";")[0].strip(),
-                            int(response.headers.get("Content-Length") or 0))
+        length = response.headers.get("Content-Length") or "0"
+        return ManifestHead(str(parse_digest(digest, f"manifest {self.host}/{repo}:{reference}")),
+                            response.headers.get("Content-Type", "").split(";")[0].strip(),
+                            int(length) if length.isdigit() else 0)
 
     def _head_from_get(self, repo: str, reference: str, accept: str) -> ManifestHead:
         manifest = self.get_manifest(repo, reference, accept)
@@ -258,9 +270,15 @@ class RegistryClient:
         Reading to the end, or leaving the block normally, raises IntegrityError on a mismatch.
         """
         parse_digest(digest, f"blob of {self.host}/{repo}")
+        what = f"blob {digest} of {self.host}/{repo}"
         response = self.request("GET", f"/v2/{repo}/blobs/{digest}", [scope_for(repo, "pull")], stream=True,
                                 what=f"blob {self.host}/{repo}@{digest}")
-        reader = VerifyingReader(response.raw, digest, size, f"blob {digest} of {self.host}/{repo}")
+        announced = response.headers.get("Content-Length", "")
+        if size is not None and announced.isdigit() and int(announced) != size:
+            response.close()
+            raise IntegrityError(f"{what}: the registry announces {announced} bytes, its descriptor says {size}",
+                                 hint="the content is corrupt or was altered; nothing was written")
+        reader = VerifyingReader(transport.StreamBody(response, what, size), digest, size, what)
         try:
             yield reader
             reader.drain()

@@ -5,7 +5,7 @@
   indexed, links inside the archive followed, ``diff_ids`` checked for count and grammar). Its layers are plain
   tar members, compressed on the way up and checked against the config's ``diff_ids``.
 * An OCI layout (``oci:`` folder or ``oci-archive:`` tar) is walked from the tagged index entry down through
-  nested indexes (bounded), every manifest and config verified against its digest before use.
+  nested indexes (bounded in depth and count, each manifest once), every manifest and config verified against its digest before use.
 """
 
 from __future__ import annotations
@@ -14,15 +14,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..config import limits
 from ..errors import ConfigError, IntegrityError
-from ..oci.layout import MAX_JSON, Descriptor, descriptor, json_object
+from ..oci.layout import Descriptor, descriptor, json_object
 from ..oci.sources import SourceSpec
 from .client import DOCKER_LIST, OCI_INDEX, OCI_MANIFEST, RegistryClient
 from .images import ImageInput, Pushed, compression_of, format_of, index_manifest, push_image
 from .layers import LayerSource, Uploader, sniff
-
-MAX_CONFIG = 16 << 20
-MAX_NESTING = 8  # an index inside an index inside …: bounded, so a self-listing index cannot loop
 
 Annotate = Callable[[ImageInput | None], dict[str, str]]  # the top image (labels, date) -> manifest annotations
 
@@ -33,7 +31,7 @@ class Layout(Protocol):
     what: str
 
     def manifests(self) -> list[Descriptor]: ...
-    def read_blob(self, desc: Descriptor, limit: int = ...) -> bytes: ...
+    def read_blob(self, desc: Descriptor, limit: int | None = ...) -> bytes: ...
     def blob_range(self, digest: str) -> tuple[Path, int, int]: ...
 
 
@@ -81,7 +79,7 @@ def layout_image(layout: Layout, desc: Descriptor, body: dict[str, Any], data: b
     """The image a layout's manifest describes; each layer a byte range of its blob, its size checked."""
     what = f"{layout.what}: manifest {desc.digest}"
     config_desc = descriptor(body.get("config"), f"{what}: config")
-    config = layout.read_blob(config_desc, limit=MAX_CONFIG)
+    config = layout.read_blob(config_desc, limit=limits.size("config_size"))
     layers = []
     for n, item in enumerate(_list(body, "layers", what)):
         layer = descriptor(item, f"{what}: layers[{n}]")
@@ -106,14 +104,24 @@ class LayoutPush:
         self.client, self.repo, self.layout, self.fmt = client, repo, layout, fmt
         self.uploader, self.annotate = uploader, annotate
         self.labels: dict[str, str] = {}
+        self.pushed: dict[str, Pushed] = {}  # each manifest once: an index listing a child many times cannot fan out
 
     def run(self, tag: str | None, reference: str) -> Pushed:
         return self.push(select(self.layout, tag), reference, top=True, depth=0)
 
     def push(self, desc: Descriptor, reference: str, top: bool, depth: int) -> Pushed:
-        if depth > MAX_NESTING:
-            raise IntegrityError(f"{self.layout.what}: image indexes nest deeper than {MAX_NESTING} levels")
-        data = self.layout.read_blob(desc, limit=MAX_JSON)
+        if not top and desc.digest in self.pushed:
+            return self.pushed[desc.digest]
+        max_depth, max_count = limits.size("index_depth"), limits.size("index_manifests")
+        if depth > max_depth or len(self.pushed) >= max_count:
+            raise IntegrityError(f"{self.layout.what}: image indexes nest deeper than {max_depth} levels or list "
+                                 f"more than {max_count} manifests",
+                                 hint="CKIT_MAX_INDEX_DEPTH and CKIT_MAX_INDEX_MANIFESTS raise the limits")
+        self.pushed[desc.digest] = pushed = self._push(desc, reference, top, depth)
+        return pushed
+
+    def _push(self, desc: Descriptor, reference: str, top: bool, depth: int) -> Pushed:
+        data = self.layout.read_blob(desc, limit=limits.size("manifest_size"))
         body = json_object(data, f"{self.layout.what}: manifest {desc.digest}")
         media_type = desc.media_type or str(body.get("mediaType") or OCI_MANIFEST)
         if media_type not in (OCI_INDEX, DOCKER_LIST):

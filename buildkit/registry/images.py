@@ -21,6 +21,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..config.jsondoc import parse as parse_json
 from ..errors import CompatError, ConfigError, IntegrityError
 from ..oci.digest import of_bytes
 from .client import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST, RegistryClient
@@ -62,12 +63,21 @@ def canonical_json(data: object) -> bytes:
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def config_labels(config: bytes) -> dict[str, str]:
+def _config_object(config: bytes) -> dict[str, Any]:
+    """The image config as a JSON object, or {} when it is not one (it is only read for labels and a date)."""
     try:
-        labels = ((json.loads(config).get("config") or {}).get("Labels")) or {}
-    except (ValueError, AttributeError):
+        return parse_json(config, "image config", error=IntegrityError)
+    except IntegrityError:
         return {}
-    return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def config_labels(config: bytes) -> dict[str, str]:
+    labels = _object(_object(_config_object(config).get("config")).get("Labels"))
+    return {str(k): str(v) for k, v in labels.items()}
 
 
 @dataclass(frozen=True)
@@ -89,10 +99,7 @@ class ImageInput:
     @property
     def created(self) -> str | None:
         """The config's ``created`` date (RFC 3339), when it has a plausible one."""
-        try:
-            value = json.loads(self.config).get("created")
-        except (ValueError, AttributeError):
-            return None
+        value = _config_object(self.config).get("created")
         return value if isinstance(value, str) and 0 < len(value) <= 64 and value[:4].isdigit() else None
 
 
@@ -144,7 +151,7 @@ def image_manifest(image: ImageInput, fmt: str, blobs: list[Blob], annotations: 
         body = {**{k: v for k, v in source.items() if k not in ("mediaType", "config", "layers")},
                 "schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": {**old_config, **config}, "layers": layers}
         if annotations:
-            body["annotations"] = dict(sorted({**(body.get("annotations") or {}), **annotations}.items()))
+            body["annotations"] = dict(sorted({**_object(body.get("annotations")), **annotations}.items()))
     return canonical_json(body)
 
 
@@ -177,7 +184,7 @@ def index_manifest(body: dict[str, Any], native: str, fmt: str, children: list[t
                for old, pushed in children]
     out = {**body, "schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries}
     if annotations:
-        out["annotations"] = dict(sorted({**(body.get("annotations") or {}), **annotations}.items()))
+        out["annotations"] = dict(sorted({**_object(body.get("annotations")), **annotations}.items()))
     return canonical_json(out)
 
 

@@ -84,12 +84,12 @@ def parse(text: str) -> Reference:
     digest = None
     if "@" in text:
         text, digest = text.split("@", 1)
-        if not DIGEST_RE.match(digest):
+        if not DIGEST_RE.fullmatch(digest):
             raise ConfigError(f"invalid digest in image reference {raw!r}", hint="a digest is sha256: and 64 hex digits")
     first, _, rest = text.partition("/")
     if rest and _looks_like_host(first):
         registry, path = first, rest
-        if not HOST_RE.match(registry):
+        if not HOST_RE.fullmatch(registry):
             raise ConfigError(f"invalid registry host {registry!r} in {raw!r}")
     else:
         registry, path = DOCKER_HUB, text
@@ -98,14 +98,14 @@ def parse(text: str) -> Reference:
     colon = path.rfind(":")
     if colon > last_slash:
         path, tag = path[:colon], path[colon + 1:]
-        if not TAG_RE.match(tag):
+        if not TAG_RE.fullmatch(tag):
             raise ConfigError(f"invalid tag {tag!r} in image reference {raw!r}",
                               hint="a tag is up to 128 letters, digits, '_', '.' or '-'")
     if registry == "index.docker.io":
         registry = DOCKER_HUB
     if registry == DOCKER_HUB and "/" not in path:
         path = f"library/{path}"
-    if not REPOSITORY_RE.match(path):
+    if not REPOSITORY_RE.fullmatch(path):
         raise ConfigError(f"invalid repository name {path!r} in image reference {raw!r}",
                           hint="repository names are lowercase letters, digits and '.', '_', '-' separated by '/'")
     return Reference(registry, path, tag, digest)
@@ -120,6 +120,6 @@ def parse_registry(text: str) -> str:
     host = host.split("/", 1)[0]
     if host in ("index.docker.io", "registry-1.docker.io"):
         host = DOCKER_HUB
-    if not host or not HOST_RE.match(host):
+    if not host or not HOST_RE.fullmatch(host):
         raise ConfigError(f"invalid registry {text!r}", hint="write a host[:port], e.g. registry.example.org:5000")
     return host

@@ -64,7 +64,8 @@ def copy_verified(src: Path, dest_dir: Path, expected_digest: str | None = None)
                                  f"{expected_digest or 'the source'} (got sha256:{h_out.hexdigest()})")
 
     mode = src.stat().st_mode & 0o7777
-    with atomic_path(final, mode=mode, verify=matches) as tmp, open(src, "rb") as inp, open(tmp, "wb") as out:
+    with atomic_path(final, mode=mode, verify=matches, inputs=[src]) as tmp, open(src, "rb") as inp, \
+            open(tmp, "wb") as out:
         while chunk := inp.read(READ_SIZE):
             h_src.update(chunk)
             out.write(chunk)

@@ -20,16 +20,34 @@ from urllib.parse import urlsplit
 
 import requests
 
+from ..config import limits
+from ..config.jsondoc import parse as parse_json
 from ..errors import RegistryError
 from .auth import Credentials
 from .challenge import Challenge, parse_challenge, realm_allows_credentials, scope_for
 
 __all__ = ["Authenticator", "Challenge", "parse_challenge", "scope_for"]
+from .transport import exchange
 
 log = logging.getLogger("ckit.registry")
 
 DEFAULT_TOKEN_LIFETIME = 60  # seconds, as the token spec says when expires_in is missing
 EXPIRY_MARGIN = 5.0
+
+def _token_fields(body: bytes, what: str) -> tuple[str, float]:
+    """The token and its lifetime from a token server's JSON answer, every field type-checked."""
+    try:
+        data = parse_json(body, f"the answer of {what}", error=RegistryError)
+    except RegistryError as err:
+        raise RegistryError(f"{what} returned no token ({err.message})") from None
+    value = data.get("token") or data.get("access_token")
+    if not isinstance(value, str) or not value or any(c in value for c in "\r\n\0"):
+        raise RegistryError(f"{what} returned no token")
+    lifetime = data.get("expires_in")
+    if not isinstance(lifetime, (int, float)) or isinstance(lifetime, bool) or not 0 < lifetime < 10**9:
+        lifetime = DEFAULT_TOKEN_LIFETIME
+    return value, float(lifetime)
+
 
 
 @dataclass
@@ -169,15 +187,18 @@ class Authenticator:
         auth = None
         if self.credentials and not self.credentials.is_identity_token:
             auth = (self.credentials.username, self.credentials.password)
-        try:
+        what = f"token server {realm} of registry {self.host}"
+        try:  # under the transport policy: a deadline, retries, the answer read size-capped
             if self.credentials and self.credentials.is_identity_token:
                 data = {"grant_type": "refresh_token", "refresh_token": self.credentials.password,
                         "client_id": "ckit", "scope": " ".join(scopes)}  # OAuth2 form: one space-separated scope
                 if self.challenge.params.get("service"):
                     data["service"] = self.challenge.params["service"]
-                response = self.session.post(realm, data=data, verify=self.verify, timeout=30)
+                response = exchange(self.session, "POST", realm, what=what, limit=limits.size("response_size"),
+                                    body=lambda: data, verify=self.verify)
             else:
-                response = self.session.get(realm, params=params, auth=auth, verify=self.verify, timeout=30)
+                response = exchange(self.session, "GET", realm, what=what, limit=limits.size("response_size"),
+                                    params=params, auth=auth, verify=self.verify)
         except requests.RequestException as err:
             raise RegistryError(f"cannot reach the token server {realm} of registry {self.host}: "
                                 f"{err.__class__.__name__}") from err
@@ -189,14 +210,7 @@ class Authenticator:
                                 hint=f"check the user name and password, then run `ckit login {self.host}`")
         if response.status_code != 200:
             raise RegistryError(f"token server {realm} answered {response.status_code} for {self.host}")
-        try:
-            body = response.json()
-            value = body.get("token") or body.get("access_token")
-            lifetime = float(body.get("expires_in") or DEFAULT_TOKEN_LIFETIME)
-        except (ValueError, AttributeError, TypeError) as err:
-            raise RegistryError(f"token server {realm} returned no token for {self.host}") from err
-        if not value:
-            raise RegistryError(f"token server {realm} returned no token for {self.host}")
+        value, lifetime = _token_fields(response.content, f"token server {realm} for {self.host}")
         token = _Token(value, self.clock() + max(lifetime - EXPIRY_MARGIN, 0.0))
         self._tokens[self._key(scopes)] = token
         log.debug("token for %s from %s (%.0f s)", " ".join(scopes), realm, lifetime)

@@ -97,3 +97,56 @@ def layer_blob(layout: Path, number: int = 0) -> Path:
     manifest, _ = layout_manifest(layout)
     algorithm, _, hexdigest = manifest["layers"][number]["digest"].partition(":")
     return layout / "blobs" / algorithm / hexdigest
+
+
+# --- tar written byte by byte ----------------------------------------------------------------------------------
+def octal(value: int, width: int) -> bytes:
+    return f"{value:0{width - 1}o}".encode() + b"\0"
+
+
+def base256(value: int, width: int) -> bytes:
+    """GNU's base-256 number field (a negative value in two's complement, first byte 0xff)."""
+    raw = (value % (1 << (8 * width))).to_bytes(width, "big")
+    return (b"\xff" if value < 0 else b"\x80") + raw[1:]
+
+
+def header(name: str, *, kind: bytes = b"0", size: int = 0, size_field: bytes | None = None, mode: int = 0o644,
+           uid: int = 0, gid: int = 0, linkname: str = "", mode_field: bytes | None = None) -> bytes:
+    """One ustar header block with a correct checksum, whatever its fields say."""
+    block = bytearray(512)
+    block[0:100] = name.encode().ljust(100, b"\0")[:100]
+    block[100:108] = mode_field if mode_field is not None else octal(mode, 8)
+    block[108:116], block[116:124] = octal(uid, 8), octal(gid, 8)
+    block[124:136] = size_field if size_field is not None else octal(size, 12)
+    block[136:148] = octal(1_700_000_000, 12)
+    block[156:157] = kind
+    block[157:257] = linkname.encode().ljust(100, b"\0")[:100]
+    block[257:265] = b"ustar\x0000"
+    block[148:156] = b" " * 8
+    block[148:156] = f"{sum(block):06o}".encode() + b"\0 "
+    return bytes(block)
+
+
+def padded(data: bytes) -> bytes:
+    return data + bytes(-len(data) % 512)
+
+
+def member(name: str, data: bytes = b"", **fields: object) -> bytes:
+    return header(name, size=len(data), **fields) + padded(data)  # type: ignore[arg-type]
+
+
+def pax(records: dict[str, str] | bytes) -> bytes:
+    """A PAX extended header (type x) with these records (or these raw bytes)."""
+    if isinstance(records, dict):
+        body = b""
+        for key, value in records.items():
+            text = f" {key}={value}\n".encode()
+            length = len(text) + len(str(len(text)))
+            length += len(str(length)) - len(str(len(text)))
+            body += str(length).encode() + text
+    else:
+        body = records
+    return header("././@PaxHeader", kind=b"x", size=len(body)) + padded(body)
+
+
+END = bytes(1024)

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import base64
+import io
 import json
 import stat
 from pathlib import Path
 
 import pytest
 import requests
+import urllib3
 
 from buildkit.errors import ConfigError, RegistryError
 from buildkit.registry import auth
@@ -127,11 +129,12 @@ class _RecordingSession(requests.Session):
         super().__init__()
         self.calls: list[tuple[str, object]] = []
 
-    def get(self, url, **kwargs):  # type: ignore[no-untyped-def, override]
+    def request(self, method, url, **kwargs):  # type: ignore[no-untyped-def, override]
         self.calls.append((url, kwargs.get("auth")))
         response = requests.Response()
         response.status_code = 200
-        response._content = b'{"token": "t0k3n", "expires_in": 300}'
+        response.raw = urllib3.HTTPResponse(body=io.BytesIO(b'{"token": "t0k3n", "expires_in": 300}'),
+                                            preload_content=False)
         return response
 
 

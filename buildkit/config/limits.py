@@ -1,0 +1,87 @@
+"""The limits every read of input is held to: sizes, nesting, network deadlines and retries, in one table.
+
+Each limit has a default and an environment variable that changes it (README, "Safety"). Values are read
+when they are used, so a test or a wrapper script can set them per run; a value that is not a number in
+range is bad input (exit 2) naming the variable.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ..errors import ConfigError
+
+KiB, MiB = 1 << 10, 1 << 20
+
+
+@dataclass(frozen=True)
+class Limit:
+    env: str
+    default: float
+    minimum: float
+    meaning: str
+    integer: bool = True
+
+
+LIMITS: dict[str, Limit] = {
+    # network (registries and token servers)
+    "http_timeout": Limit("CKIT_HTTP_TIMEOUT", 60, 0.1, "seconds to connect, and for a whole request with a "
+                          "small answer (headers, manifest, token, error) to complete; also each read's "
+                          "timeout", integer=False),
+    "http_min_speed": Limit("CKIT_HTTP_MIN_SPEED", 16 * KiB, 1, "bytes per second a blob download or upload "
+                            "must average over every CKIT_HTTP_TIMEOUT window"),
+    "http_retries": Limit("CKIT_HTTP_RETRIES", 4, 0, "retries of a request after 429, 5xx or a broken "
+                          "connection (GET/HEAD; other methods after 429/503 only)"),
+    "http_retry_wait": Limit("CKIT_HTTP_RETRY_WAIT", 60, 0, "the longest wait before a retry, whatever "
+                             "Retry-After says", integer=False),
+    # sizes of what is read into memory
+    "manifest_size": Limit("CKIT_MAX_MANIFEST_SIZE", 4 * MiB, 1 * KiB, "bytes of a manifest, an image index or "
+                           "index.json (registries cap manifests at 4 MiB too)"),
+    "config_size": Limit("CKIT_MAX_CONFIG_SIZE", 16 * MiB, 1 * KiB, "bytes of an image config or a docker "
+                         "archive's manifest.json"),
+    "response_size": Limit("CKIT_MAX_RESPONSE_SIZE", 1 * MiB, 1 * KiB, "bytes of any other registry answer "
+                           "(errors, tokens, upload replies)"),
+    "file_size": Limit("CKIT_MAX_FILE_SIZE", 4 * MiB, 1 * KiB, "bytes of a recipe, site profile, docker "
+                       "config.json or lock file"),
+    "tar_header_size": Limit("CKIT_MAX_TAR_HEADER_SIZE", 1 * MiB, 1 * KiB, "bytes of one PAX record set or "
+                             "GNU long name in a layer"),
+    "yaml_values": Limit("CKIT_MAX_YAML_VALUES", 100_000, 100, "values a YAML file may hold, aliases expanded "
+                         "(a 'billion laughs' file is refused)"),
+    "nesting": Limit("CKIT_MAX_NESTING", 100, 8, "levels of nesting in a YAML or JSON document"),
+    "index_depth": Limit("CKIT_MAX_INDEX_DEPTH", 8, 1, "image indexes nested in indexes"),
+    "index_manifests": Limit("CKIT_MAX_INDEX_MANIFESTS", 1000, 1, "manifests reached through one image index"),
+}
+
+
+def get(name: str) -> float:
+    """The limit ``name``: its environment variable when set, else the default."""
+    limit = LIMITS[name]
+    text = os.environ.get(limit.env, "").strip()
+    if not text:
+        return limit.default
+    try:
+        value = int(text) if limit.integer else float(text)
+    except ValueError:
+        value = None
+    if value is None or value != value or value < limit.minimum or value > 1e15:
+        kind = "a whole number" if limit.integer else "a number"
+        raise ConfigError(f"{limit.env}={text!r} is not {kind} of at least {limit.minimum:g}",
+                          hint=f"{limit.env}: {limit.meaning}")
+    return value
+
+
+def size(name: str) -> int:
+    return int(get(name))
+
+
+def source_date_epoch() -> int | None:
+    """``SOURCE_DATE_EPOCH`` (reproducible builds): whole seconds from 0 to 2**32 - 1 (squashfs and SIF times
+    are 32-bit); unset or empty is None; anything else is bad input."""
+    text = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) >= 1 << 32:
+        raise ConfigError(f"SOURCE_DATE_EPOCH={text[:40]!r} is not a number of seconds from 0 to 4294967295",
+                          hint="e.g. SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)")
+    return int(text)
