@@ -24,6 +24,7 @@ from .render.context import ContextFile
 
 if TYPE_CHECKING:
     from .image.source import DaemonSource
+    from .site.model import Site
 
 TARGETS = ("image", "sif", "sqsh")
 # What each engine's product can become: the docker engine makes an OCI image that converts to anything;
@@ -209,8 +210,10 @@ def execute(
     *,
     cached: BuiltImage | None = None,
     on_phase: Callable[[str], None] = lambda message: None,
+    site: Site | None = None,
 ) -> BuildResult:
-    """Build (unless an earlier build of the same key is there), then produce every output of the plan."""
+    """Build (unless an earlier build of the same key is there), then produce every output of the plan
+    (``site``: in a squashfs compression its runtime can mount)."""
     started = time.monotonic()
     if cached is None:
         cached = engine.cached(plan.request(context))
@@ -234,7 +237,7 @@ def execute(
 
             on_phase(f"converting {plan.tag} to .{output.kind} -> {output.path}")
             output.path.parent.mkdir(parents=True, exist_ok=True)
-            converted = convert(source, output.kind, output=output.path)
+            converted = convert(source, output.kind, output=output.path, site=site)
             artifacts.append(ArtifactResult(
                 output.kind, str(converted.path), converted.source_digest, converted.size, converted.seconds,
                 converted.cache_hit, {"compression": str(converted.compression)}))

@@ -10,7 +10,7 @@ from .cliapp import SETTINGS, app, stderr
 from .errors import CkitError
 
 # Command modules in the order `ckit --help` lists them; importing one registers its commands on ``app``.
-COMMAND_MODULES = ("recipes", "build", "convert", "inspect", "registry", "sites", "launch")
+COMMAND_MODULES = ("recipes", "build", "convert", "inspect", "registry", "sites", "launch", "jobs")
 for _module in COMMAND_MODULES:
     importlib.import_module(f"{__package__}.commands.{_module}")
 

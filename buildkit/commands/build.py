@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from ..cliapp import SETTINGS, DryRunOpt, JsonOpt, NgcOpt, SetOpt, app, emit_json, info, progress, stderr
+from ..site.model import Site
 
 
 @app.command("build")
@@ -26,6 +27,8 @@ def build(
     locked: Annotated[bool, typer.Option("--locked", help="Build FROM the base digest pinned in the lock file.")] = False,
     lock_file: Annotated[Path, typer.Option("--lock-file", metavar="FILE",
                                             help="Lock file written by `ckit lock`.")] = Path("ckit.lock"),
+    site: Annotated[str | None, typer.Option("--site", metavar="SITE",
+                                             help="Convert in a squashfs compression the site can mount.")] = None,
     dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -33,6 +36,7 @@ def build(
     from .. import build as builder
     from ..engine.base import BuildEvent, BuildFailed
 
+    site_profile = _site(site)
     prepared = builder.prepare(stack, sets=sets or [], ngc=ngc, engine_name=engine, to=to, output_dir=output,
                                tag=tag, lock_file=lock_file if locked else None, dry_run=dry_run)
     plan = prepared.plan
@@ -56,7 +60,7 @@ def build(
 
         try:
             result = builder.execute(plan, prepared.engine, prepared.context, on_event, cached=prepared.cached,
-                                     on_phase=info)
+                                     on_phase=info, site=site_profile)
         except BuildFailed as err:
             if not show_lines:
                 stderr.print("--- full build log ---\n" + err.log, markup=False)
@@ -69,3 +73,12 @@ def build(
         size = f"{artifact.size / 1e6:.1f} MB" if artifact.size is not None else "-"
         hit = "cached" if artifact.cache_hit else f"{artifact.seconds:.1f} s"
         typer.echo(f"{artifact.kind:<6} {where}  {size}  {hit}")
+
+
+def _site(name: str | None) -> Site | None:
+    """The site profile whose runtime must mount the .sif/.sqsh (``--site``), or None."""
+    if name is None:
+        return None
+    from ..site import load_site
+
+    return load_site(name, SETTINGS.sites_dirs)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ..plan import Image, ImageFacts, LaunchPlan, LaunchRequest
 
 SUBMIT_DIR = '"${SLURM_SUBMIT_DIR}"'
+SUBMIT_MOUNT = '"${SLURM_SUBMIT_DIR}:${SLURM_SUBMIT_DIR}"'  # mounted at its own path, as singularity does
 
 
 class RuntimeBackend:
@@ -74,7 +75,7 @@ class RuntimeBackend:
         """Options of every ``srun`` step (pyxis's container flags)."""
         return []
 
-    def task_words(self, plan: LaunchPlan, exports: Sequence[str]) -> list[str]:
+    def task_words(self, plan: LaunchPlan, exports: Sequence[str], tty: bool = False) -> list[str]:
         """The words before the program in each task (``singularity exec …``)."""
         return []
 

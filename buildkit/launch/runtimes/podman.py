@@ -18,9 +18,10 @@ class Podman(RuntimeBackend):
     order = 30
     refs = True
 
-    def task_words(self, plan: LaunchPlan, exports: Sequence[str]) -> list[str]:
+    def task_words(self, plan: LaunchPlan, exports: Sequence[str], tty: bool = False) -> list[str]:
         # --entrypoint= : the command runs as given, as with `singularity exec` and pyxis.
-        words = ["podman", "run", "--rm", *(q(f) for f in plan.runtime.flags), "--entrypoint="]
+        words = ["podman", "run", "--rm", *(["--interactive", "--tty"] if tty else []),
+                 *(q(f) for f in plan.runtime.flags), "--entrypoint="]
         if plan.gpus_per_node:
             words += ["--device", "nvidia.com/gpu=all"]
         for mount in [*mount_words(plan), '"${SLURM_SUBMIT_DIR}:${SLURM_SUBMIT_DIR}"']:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from ...errors import ConfigError
 from ..shell import q
-from . import RuntimeBackend, mount_words, workdir_word
+from . import SUBMIT_MOUNT, RuntimeBackend, mount_words, workdir_word
 
 if TYPE_CHECKING:
     from ..plan import LaunchPlan
@@ -66,7 +66,7 @@ class Pyxis(RuntimeBackend):
         return (f'ckit_container="ckit-$({key})"',)
 
     def srun_words(self, plan: LaunchPlan, exports: Sequence[str]) -> list[str]:
-        mounts = [*mount_words(plan), '"${SLURM_SUBMIT_DIR}:${SLURM_SUBMIT_DIR}"']
+        mounts = [*mount_words(plan), SUBMIT_MOUNT]
         words = ['--container-image="${CKIT_IMAGE}"', '--container-name="${ckit_container}"',
                  "--container-mounts=" + ",".join(mounts), f"--container-workdir={workdir_word(plan)}"]
         if exports:

@@ -30,7 +30,7 @@ class Singularity(RuntimeBackend):
             return q(f"docker://{plan.image.value}")
         return super().image_word(plan)
 
-    def task_words(self, plan: LaunchPlan, exports: Sequence[str]) -> list[str]:
+    def task_words(self, plan: LaunchPlan, exports: Sequence[str], tty: bool = False) -> list[str]:
         words = [q(plan.runtime.command or self.name), "exec", *(q(f) for f in plan.runtime.flags)]
         if plan.gpus_per_node:
             words.append("--nv")

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from ...errors import ConfigError
-from .. import runtimes
+from .. import runtimes, steps
 from ..frameworks import glue_for
 from ..plan import LaunchPlan
 from ..shell import expand_quote, q, q_value
@@ -84,9 +84,8 @@ def header(plan: LaunchPlan) -> list[str]:
             "set -euo pipefail", ""]
 
 
-def render_sbatch(plan: LaunchPlan) -> str:
-    env = exported_env(plan)
-    glue = glue_for(plan, tuple(name for name, _ in env))
+def _prologue(plan: LaunchPlan, env: list[tuple[str, str]], setup: tuple[str, ...]) -> list[str]:
+    """Modules and envs, exports, the image, the runtime's setup, --pre lines and ``setup``."""
     runtime = runtimes.REGISTRY.get(plan.runtime.kind, "--runtime")
     body = environment_lines(plan)
     if env:
@@ -94,18 +93,40 @@ def render_sbatch(plan: LaunchPlan) -> str:
     word = runtime.image_word(plan)
     if word:
         body += [f"export CKIT_IMAGE={word}", ""]
-    for lines in (runtime.setup(plan), ("# --pre", *plan.request.pre) if plan.request.pre else (), glue.setup):
+    for lines in (runtime.setup(plan), ("# --pre", *plan.request.pre) if plan.request.pre else (), setup):
         if lines:
             body += [*lines, ""]
-    body += list(glue.body)
-    text = "\n".join(body)
+    return body
+
+
+def _fallbacks(text: str) -> list[str]:
     fallbacks = []
     if "${USER}" in text:  # a submit environment without USER (set -u) still has SLURM_JOB_USER
         fallbacks.append('export USER="${USER:-${SLURM_JOB_USER}}"')
     if "${HOME}" in text:
         fallbacks.append('export HOME="${HOME:-$(getent passwd "${SLURM_JOB_USER}" | cut -d : -f 6)}"')
-    lines = header(plan) + ([*fallbacks, ""] if fallbacks else [])
-    return "\n".join(lines) + "\n" + text + "\n"
+    return [*fallbacks, ""] if fallbacks else []
+
+
+def render_sbatch(plan: LaunchPlan) -> str:
+    env = exported_env(plan)
+    glue = glue_for(plan, tuple(name for name, _ in env))
+    text = "\n".join(_prologue(plan, env, glue.setup) + list(glue.body))
+    return "\n".join(header(plan) + _fallbacks(text)) + "\n" + text + "\n"
+
+
+SHELL = ("sh", "-c", "if command -v bash >/dev/null 2>&1; then exec bash; fi; exec sh")
+
+
+def render_shell(plan: LaunchPlan) -> tuple[list[str], str]:
+    """``salloc`` options and the bash text it runs: one task with a terminal, in the image (``ckit shell``)."""
+    env = exported_env(plan)
+    names = tuple(name for name, _ in env)
+    words = [q(a) for a in plan.command]
+    step = steps.srun(plan, names, words, options=["--ntasks=1"], tty=True)
+    text = "\n".join(["set -euo pipefail", *_prologue(plan, env, ()), step])
+    options = [o for o in sbatch_options(plan) if not o.startswith(("--output=", "--error=", "--mail-"))]
+    return options, "\n".join(_fallbacks(text)) + text + "\n"
 
 
 def log_path(pattern: str, job_id: str, name: str, cwd: Path) -> Path | None:
