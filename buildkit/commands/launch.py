@@ -78,6 +78,8 @@ def launch(
     conda: Annotated[str | None, Opt("--conda", metavar="ENV", help="Conda environment to activate.")] = None,
     venv: Annotated[str | None, Opt("--venv", metavar="PATH", help="Python venv to activate.")] = None,
     pre: Annotated[Many, Opt("--pre", metavar="SHELL", help="Shell line run before the job (repeatable).")] = None,
+    mpi: Annotated[str | None, Opt("--mpi", metavar="PLUGIN",
+                                   help="srun --mpi plugin for MPI steps (default: the site's).")] = None,
     gloo: Annotated[bool, Opt("--gloo", help="horovodrun: use Gloo with --network-interface.")] = False,
     network_interface: Annotated[str | None, Opt("--network-interface", help="Interface for Gloo.")] = None,
     keep_container: Annotated[bool, Opt("--keep-container", help="pyxis: keep the container for later jobs "
@@ -90,7 +92,9 @@ def launch(
     script: Annotated[Path | None, Opt("--script", metavar="PATH", help=(
         "Where the job script goes (default NAME.sbatch; dlws sites: the folder for its files)."))] = None,
     dry_run: DryRunOpt = False,
-    do_submit: Annotated[bool, Opt("--submit", help="Submit (default when sbatch exists).")] = False,
+    do_submit: Annotated[bool | None, Opt("--submit/--no-submit",
+                                          help="Submit, or only write the script (default: submit when sbatch "
+                                               "exists).")] = None,
     wait: Annotated[bool, Opt("--wait", help="With --submit: wait and return the job's exit code.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -105,12 +109,12 @@ def launch(
         mounts=tuple(mount or ()), runtime=runtime, gloo=gloo, network_interface=network_interface,
         devices_per_node=devices_per_node, workdir=workdir, modules=tuple(module or ()), conda=conda, venv=venv,
         pre=tuple(pre or ()), output=output, error=error, mail_type=mail_type, mail_user=mail_user,
-        keep_container=keep_container)
+        keep_container=keep_container, mpi=mpi)
     plan = plan_launch(load_site(site, SETTINGS.sites_dirs), request, image_facts(image))
     for message in plan.warnings:
         warn(message)
     scheduler = schedulers.REGISTRY.get(plan.site.scheduler, "site scheduler")
-    how = schedulers.Execution(dry_run=dry_run, submit=True if do_submit else None, wait=wait, script=script)
+    how = schedulers.Execution(dry_run=dry_run, submit=do_submit, wait=wait, script=script)
     result = scheduler.execute(plan, scheduler.render(plan), how)
     _report(result, as_json)
     if result.exit_code:

@@ -58,6 +58,7 @@ class LaunchRequest:
     mail_type: str | None = None
     mail_user: str | None = None
     keep_container: bool = False
+    mpi: str | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,12 @@ class LaunchPlan:
     def name(self) -> str:
         return self.request.name
 
+    @property
+    def mpi_plugin(self) -> str | None:
+        """srun's --mpi for MPI steps: --mpi, else the site's (``none``: srun's default)."""
+        chosen = self.request.mpi or self.site.mpi_plugin
+        return None if chosen == "none" else chosen
+
 
 def classify_image(value: str, site: Site, runtime: Runtime) -> Image:
     """A local file path, a ckit stack name (found in the site's shared image folder) or a registry reference."""
@@ -133,7 +140,7 @@ def classify_image(value: str, site: Site, runtime: Runtime) -> Image:
 def _check_sbatch_fields(req: LaunchRequest) -> None:
     check_sbatch_value("--name", req.name)
     for flag, value in [("--partition", req.partition), ("--account", req.account), ("--comment", req.comment),
-                        ("--network-interface", req.network_interface)]:
+                        ("--network-interface", req.network_interface), ("--mpi", req.mpi)]:
         if value is not None:
             check_sbatch_value(flag, value)
     if req.time is not None:

@@ -32,8 +32,8 @@ def srun(plan: LaunchPlan, exports: Sequence[str], words: Sequence[str], *, task
          options: Sequence[str] = (), mpi: bool = False, tty: bool = False) -> str:
     """One ``srun`` line that runs ``words`` (already shell words) in every task of the step."""
     head = ["srun", *(["--pty"] if tty else []), "--export=ALL"]
-    if mpi and plan.site.mpi_plugin:
-        head.append(f"--mpi={plan.site.mpi_plugin}")
+    if mpi and plan.mpi_plugin:
+        head.append(f"--mpi={plan.mpi_plugin}")
     head += list(options)
     if plan.runtime.kind == "none" and plan.request.workdir:
         head.append(f"--chdir={q(plan.request.workdir)}")

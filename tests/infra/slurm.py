@@ -26,6 +26,9 @@ MUNGE_LOG = Path("/var/log/munge/munged.log")
 PARTITIONS = ("debug", "batch", "multi")
 BRIDGE, BRIDGE_NET = "ckitbr0", "10.233.0"
 NODES = {"n1": f"{BRIDGE_NET}.11", "n2": f"{BRIDGE_NET}.12"}  # the namespaced nodes of partition multi
+# Folders a real node has on local disk, private to each namespaced node (a bind mount of its own folder):
+# Slurm's TmpFS (PMIx puts its per-step folders there) and Ray's session folder.
+NODE_TMP, RAY_TMP = "/tmp/ckit-slurm-node", "/tmp/ray"
 _BROKEN = ("down", "drain", "fail", "unknown", "*", "not_responding")
 _ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "")
 
@@ -54,6 +57,7 @@ SlurmdSpoolDir={home}/spool-%n
 SlurmctldLogFile={home}/log/slurmctld.log
 SlurmdLogFile={home}/log/slurmd-%n.log
 SchedulerParameters=sched_interval=1
+TmpFS={node_tmp}
 KillWait=5
 MinJobAge=60
 NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN
@@ -167,7 +171,8 @@ class Slurm(Component):
         for sub in ("state", "log", "jobs", "nodes"):
             (self.home / sub).mkdir(parents=True, exist_ok=True)
         self.conf.write_text(SLURM_CONF.format(node=self.nodename, home=self.home, cpus=self.cpus,
-                                               BRIDGE_NET=BRIDGE_NET))
+                                               BRIDGE_NET=BRIDGE_NET, node_tmp=NODE_TMP))
+        Path(NODE_TMP).mkdir(exist_ok=True)
         hosts = ["127.0.0.1 localhost", f"{BRIDGE_NET}.1 {self.nodename}"]
         hosts += [f"{addr} {node}" for node, addr in NODES.items()]
         (self.home / "nodes" / "hosts").write_text("\n".join(hosts) + "\n")
@@ -193,11 +198,13 @@ class Slurm(Component):
     def _start_slurmd(self, node: str) -> None:
         argv = ["slurmd", "-f", str(self.conf), "-N", node]
         if node in NODES:
-            tmp = self.home / "nodes" / node / "ray"
-            tmp.mkdir(parents=True, exist_ok=True)
-            Path("/tmp/ray").mkdir(exist_ok=True)
-            inner = (f"hostname {node} && mount --bind {self.home / 'nodes' / 'hosts'} /etc/hosts && "
-                     f"mount --bind {tmp} /tmp/ray && exec \"$@\"")
+            binds = [f"mount --bind {self.home / 'nodes' / 'hosts'} /etc/hosts"]
+            for shared in (NODE_TMP, RAY_TMP):
+                private = self.home / "nodes" / node / Path(shared).name
+                private.mkdir(parents=True, exist_ok=True)
+                Path(shared).mkdir(exist_ok=True)
+                binds.append(f"mount --bind {private} {shared}")
+            inner = f"hostname {node} && {' && '.join(binds)} && exec \"$@\""
             # nsenter, not `ip netns exec`, which remounts /sys without the cgroup tree slurmd reads
             argv = ["nsenter", f"--net=/var/run/netns/ckit-{node}", "unshare", "--uts", "--mount", "--propagation",
                     "private", "sh", "-c", inner, "slurmd-node", *argv]

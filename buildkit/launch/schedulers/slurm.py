@@ -85,11 +85,11 @@ def header(plan: LaunchPlan) -> list[str]:
 
 
 def _prologue(plan: LaunchPlan, env: list[tuple[str, str]], setup: tuple[str, ...]) -> list[str]:
-    """Modules and envs, exports, the image, the runtime's setup, --pre lines and ``setup``."""
+    """Exports (first: MODULEPATH may be one), modules and envs, the image, the runtime's setup, --pre lines,
+    then ``setup``."""
     runtime = runtimes.REGISTRY.get(plan.runtime.kind, "--runtime")
-    body = environment_lines(plan)
-    if env:
-        body += [f"export {name}={q_value(value)}" for name, value in env] + [""]
+    body = [f"export {name}={q_value(value)}" for name, value in env] + ([""] if env else [])
+    body += environment_lines(plan)
     word = runtime.image_word(plan)
     if word:
         body += [f"export CKIT_IMAGE={word}", ""]
