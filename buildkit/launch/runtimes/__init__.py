@@ -52,6 +52,9 @@ class RuntimeBackend:
                                    f"{site.name} (or ckit build STACK --site {site.name})")
 
     def check_plan(self, plan: LaunchPlan) -> None:
+        if plan.request.keep_container and self.name != "pyxis":
+            raise ConfigError(f"--keep-container is for pyxis, not --runtime {self.name}",
+                              hint="drop --keep-container")
         if (plan.venv or plan.conda) and not self.host_envs:
             raise ConfigError(f"--venv/--conda activate a host environment, which does not reach inside "
                               f"--runtime {self.name}", hint="install the packages in the image, or use --runtime none")
