@@ -1,6 +1,8 @@
 """Ray: head on the first node, workers on the others, wait until all nodes joined, run the driver, stop.
 
-The head's port derives from the job id, so two Ray jobs sharing a node do not collide.
+The head's port derives from the job id (20000-29999: above Ray's worker ports 10002-19999, below the
+ephemeral range), so two Ray jobs sharing a node do not collide. The wait gives up (and the job fails) when
+the head does not answer within a minute or not every node joined within five.
 """
 
 from __future__ import annotations
@@ -8,15 +10,26 @@ from __future__ import annotations
 from .. import steps
 from ..plan import LaunchPlan
 from ..shell import q
-from . import HOST_IP, JOB_PORT, NODE_LIST, FrameworkBackend, Glue
+from . import HOST_IP, NODE_LIST, FrameworkBackend, Glue
 
-WAIT = ("import ray, sys, time\n"
+WAIT = ("import os, socket, sys, time\n"
+        "host, port = os.environ['RAY_ADDRESS'].rsplit(':', 1)\n"
+        "for _ in range(60):\n"
+        "    try:\n"
+        "        socket.create_connection((host, int(port)), timeout=2).close()\n"
+        "        break\n"
+        "    except OSError:\n"
+        "        time.sleep(1)\n"
+        "else:\n"
+        "    sys.exit(f'ray: no head at {host}:{port} within 60 s')\n"
+        "import ray\n"
         "ray.init(address='auto')\n"
         "want = int(sys.argv[1])\n"
         "for _ in range(300):\n"
         "    if sum(1 for n in ray.nodes() if n['Alive']) >= want: sys.exit(0)\n"
         "    time.sleep(1)\n"
         "sys.exit('ray: not all nodes joined within 300 s')\n")
+RAY_PORT = "$((20000 + SLURM_JOB_ID % 10000))"
 
 
 class Ray(FrameworkBackend):
@@ -30,7 +43,7 @@ class Ray(FrameworkBackend):
             NODE_LIST,
             'export RAY_HEAD="${ckit_nodes[0]}"',
             f'RAY_HEAD_IP=$(srun --export=ALL --nodes=1 --ntasks=1 -w "${{RAY_HEAD}}" sh -c {q(HOST_IP)})',
-            f'export RAY_HEAD_IP RAY_PORT={JOB_PORT}',
+            f'export RAY_HEAD_IP RAY_PORT={RAY_PORT}',
             'export RAY_ADDRESS="${RAY_HEAD_IP}:${RAY_PORT}"',
         )
         names = (*exports, "RAY_HEAD", "RAY_HEAD_IP", "RAY_PORT", "RAY_ADDRESS")
@@ -47,7 +60,8 @@ class Ray(FrameworkBackend):
             f"  {workers} &",
             '  ckit_ray_pids="${ckit_ray_pids} $!"',
             "fi",
-            steps.srun(plan, names, ["python3", "-c", q(WAIT), '"${SLURM_JOB_NUM_NODES}"'], options=one),
+            steps.srun(plan, names, ["python3", "-c", q(WAIT), '"${SLURM_JOB_NUM_NODES}"'],
+                       options=[*one, "--time=7"]),
             "ckit_rc=0",
             steps.srun(plan, names, steps.user_words(plan), options=one) + " || ckit_rc=$?",
             steps.srun(plan, names, ["ray", "stop"], options=one) + " || true",
