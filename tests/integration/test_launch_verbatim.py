@@ -17,7 +17,7 @@ import pytest
 
 from buildkit.cli import main
 from buildkit.image.sif import read_sif
-from buildkit.process import run
+from buildkit.process import require, run
 
 ARGS = ("$(touch pwned)", 'say "hi"', " two  spaces ", "`touch pwned2`", "*", "it's", "${HOME}")
 SHIM = """#!/bin/bash
@@ -99,6 +99,10 @@ def test_none_and_podman_pass_arguments_verbatim(slurm, podman, busybox_image, t
 def test_the_runscript_would_have_evaluated_them(sif_root, tmp_path):
     """What `singularity run` did before: the SIF's runscript evaluates its arguments (apptainer's semantics)."""
     root = sif_root[1]
-    out = run(["chroot", str(root), "/.singularity.d/actions/run", "sh", "-c", 'printf "%s|" "$@"', "x",
-               "$(echo EVALUATED)"], env={"PATH": "/bin"}).stdout
-    assert out == "EVALUATED|"
+    chroot = require("chroot", purpose="run the SIF's scripts", package="coreutils")
+    def action(name: str) -> str:
+        return run([chroot, str(root), f"/.singularity.d/actions/{name}", "printf", "%s|", "$(echo EVALUATED)"],
+                   env={"PATH": "/bin"}).stdout
+
+    assert action("run") == "EVALUATED|"
+    assert action("exec") == "$(echo EVALUATED)|"
