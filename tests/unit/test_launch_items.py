@@ -61,7 +61,7 @@ def test_torchrun_does_not_put_python_before_the_command():
 # 6. tasks start in the submit folder; --workdir changes it ---------------------------------------------------------
 def test_every_runtime_starts_in_the_submit_folder():
     pyxis = _script("oci", image="nvcr.io/nvidia/x:1")
-    assert '--container-workdir="${SLURM_SUBMIT_DIR}"' in pyxis and '"${SLURM_SUBMIT_DIR}:${SLURM_SUBMIT_DIR}"' in pyxis
+    assert '--container-workdir="${SLURM_SUBMIT_DIR}"' in pyxis and ',${SLURM_SUBMIT_DIR}:${SLURM_SUBMIT_DIR}"' in pyxis
     podman = _script("local", image="localhost/a:1", runtime="podman")
     assert '--volume "${SLURM_SUBMIT_DIR}:${SLURM_SUBMIT_DIR}" --workdir "${SLURM_SUBMIT_DIR}"' in podman
     assert "--container-workdir=/code" in _script("oci", image="nvcr.io/nvidia/x:1", workdir="/code")

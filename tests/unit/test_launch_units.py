@@ -73,8 +73,8 @@ def test_seed002_oci_pyxis_mounts_mpi_and_nccl_env():
         assert f"export {name}='{value}'" in script
     step = script.splitlines()[-1]
     assert step.startswith('srun --export=ALL --mpi=pmi2 --container-image="${CKIT_IMAGE}" '
-                           '--container-name="${ckit_container}" --container-mounts="/mnt/home/${USER}:/mnt/home/${USER}",'
-                           '"${SLURM_SUBMIT_DIR}:${SLURM_SUBMIT_DIR}" --container-workdir="${SLURM_SUBMIT_DIR}" '
+                           '--container-name="${ckit_container}" --container-mounts="/mnt/home/${USER}:/mnt/home/${USER},'
+                           '${SLURM_SUBMIT_DIR}:${SLURM_SUBMIT_DIR}" --container-workdir="${SLURM_SUBMIT_DIR}" '
                            '--container-env=')
     assert step.endswith(" all_reduce_perf -b 10G -e 10G -t 1 -g 8")
     assert "#SBATCH --container" not in script

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ...errors import ConfigError
-from ..shell import q
-from . import SUBMIT_MOUNT, RuntimeBackend, mount_words, workdir_word
+from ..shell import escape_dq, expand_quote, q
+from . import SUBMIT_MOUNT, RuntimeBackend, workdir_word
 
 if TYPE_CHECKING:
     from ..plan import LaunchPlan
@@ -66,9 +66,12 @@ class Pyxis(RuntimeBackend):
         return (f'ckit_container="ckit-$({key})"',)
 
     def srun_words(self, plan: LaunchPlan, exports: Sequence[str]) -> list[str]:
-        mounts = [*mount_words(plan), SUBMIT_MOUNT]
+        # one double-quoted word: site mounts may name $USER, the user's stay literal
+        site = [expand_quote(m)[1:-1] for m in plan.site.mounts]
+        user = [escape_dq(m) for m in plan.mounts[len(plan.site.mounts):]]
+        mounts = '"' + ",".join([*site, *user, SUBMIT_MOUNT.strip('"')]) + '"'
         words = ['--container-image="${CKIT_IMAGE}"', '--container-name="${ckit_container}"',
-                 "--container-mounts=" + ",".join(mounts), f"--container-workdir={workdir_word(plan)}"]
+                 f"--container-mounts={mounts}", f"--container-workdir={workdir_word(plan)}"]
         if exports:
             words.append("--container-env=" + q(",".join(exports)))
         return words

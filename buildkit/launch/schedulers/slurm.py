@@ -17,6 +17,7 @@ MODULE_INIT = (
     "if ! type module >/dev/null 2>&1; then  # a batch shell that is not a login shell may lack it",
     "  for ckit_init in /etc/profile.d/lmod.sh /etc/profile.d/modules.sh /usr/share/lmod/lmod/init/bash \\",
     "      /usr/share/modules/init/bash; do",
+    '    # shellcheck source=/dev/null',
     '    if [ -r "${ckit_init}" ]; then . "${ckit_init}"; break; fi',
     "  done",
     "fi",
@@ -71,7 +72,7 @@ def environment_lines(plan: LaunchPlan) -> list[str]:
     if plan.conda:
         lines += ['eval "$(conda shell.bash hook)"', f"conda activate {_path_word(plan.conda)}"]
     if plan.venv:
-        lines.append(f". {_path_word(plan.venv)}/bin/activate")
+        lines += ["# shellcheck source=/dev/null", f". {_path_word(plan.venv)}/bin/activate"]
     return [*lines, "set -u", ""]
 
 
