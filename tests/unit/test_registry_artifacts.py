@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from buildkit.errors import ConfigError, IntegrityError, RegistryError
-from buildkit.oci.digest import VerifyingReader
 from buildkit.registry import annotations as notes
 from buildkit.registry.artifacts import SIF, SQSH, build_manifest, detect_kind, kind_of_manifest, output_name
 from buildkit.registry.client import ManifestHead
@@ -17,6 +16,7 @@ from buildkit.registry.images import with_annotations
 from buildkit.registry.lock import lock_data, render
 from buildkit.registry.reference import parse
 from buildkit.registry.stage import copy_verified, expand_dir, stage_dir
+from buildkit.oci.digest import VerifyingReader
 from buildkit.registry.streams import LimitedReader
 
 DATA = b"ckit blob " * 1000

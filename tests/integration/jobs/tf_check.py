@@ -23,7 +23,7 @@ def train_step(x: tf.Tensor) -> tf.Tensor:
             loss = tf.reduce_sum(tf.square(tf.matmul(x, w) + b))
         grads = tape.gradient(loss, [w, b])
         grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.MEAN, grads)
-        for var, grad in zip([w, b], grads):
+        for var, grad in zip([w, b], grads, strict=True):
             var.assign_sub(0.01 * grad)
         return loss
     return strategy.run(step, args=(x,))
