@@ -1,7 +1,7 @@
 """Backends registered by name: every module of a backend package declares one (or more) in ``BACKENDS``.
 
 Adding a runtime, framework or scheduler is adding one module to its package; the CLI help, the plan's
-checks and ``ckit launch --list`` read the registry, so no table elsewhere names them.
+checks and ``ckit backends`` read the registry, so no table elsewhere names them.
 """
 
 from __future__ import annotations

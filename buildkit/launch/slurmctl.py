@@ -18,7 +18,7 @@ from ..process import require, run
 
 _JOB_ID = re.compile(r"^\d+(_\d+)?$")
 _FIELDS = ("job_id", "name", "state", "partition", "nodes", "time", "where", "user")
-_ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "STAGE_OUT")
+ACTIVE_STATES = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "STAGE_OUT")
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,21 @@ def job_fields(job_id: str) -> dict[str, str]:
     return dict(field.split("=", 1) for field in result.stdout.split() if "=" in field)
 
 
+def past_job_fields(job_id: str) -> dict[str, str]:
+    """A finished job from accounting (``sacct``), as JobState/ExitCode; empty without accounting."""
+    from ..process import which
+
+    if not which("sacct"):
+        return {}
+    result = run(["sacct", "-X", "-n", "-P", "-j", check_job_id(job_id), "-o", "State,ExitCode"], step="sacct",
+                 check=False, timeout=60)
+    line = result.stdout.strip().splitlines()[0] if result.returncode == 0 and result.stdout.strip() else ""
+    if "|" not in line:
+        return {}
+    state, code = line.split("|", 1)
+    return {"JobState": state.split()[0], "ExitCode": code}
+
+
 def log_file(job_id: str, cwd: Path) -> Path:
     """The job's output file: from the controller, else ckit's NAME-JOBID.out in ``cwd``."""
     out = job_fields(job_id).get("StdOut")
@@ -103,7 +118,7 @@ def follow(path: Path, active: Callable[[], bool], poll: float = 0.5) -> Iterato
 
 def is_active(job_id: str) -> bool:
     state = job_fields(job_id).get("JobState", "")
-    return state in _ACTIVE
+    return state in ACTIVE_STATES
 
 
 def cancel(job_id: str) -> dict[str, Any]:

@@ -41,7 +41,7 @@ PARTITION = _obj("One Slurm partition.", {
 })
 
 RUNTIME = _obj("One container runtime (or none) available on the compute nodes.", {
-    "kind": _str("How the program is started, a runtime ckit knows (`ckit launch --list`): singularity/apptainer "
+    "kind": _str("How the program is started, a runtime ckit knows (`ckit backends`): singularity/apptainer "
                  "(a SIF), pyxis (srun --container-image), podman, or none (directly, with the site's modules).",
                  pattern=_NAME),
     "module": _str("Environment module loaded before the runtime is used (e.g. singularity/3.11.0)."),
@@ -80,7 +80,7 @@ FACT = _obj("Provenance of one profile value.", {
 SITE_SCHEMA: dict[str, Any] = _obj("A ckit site profile.", {
     "name": _str("Site name; must equal the file name.", pattern=_NAME),
     "description": _str("One line shown by `ckit sites`."),
-    "scheduler": _str("A scheduler ckit knows (`ckit launch --list`): slurm (sbatch) or dlws (Apulis/DLWorkspace "
+    "scheduler": _str("A scheduler ckit knows (`ckit backends`): slurm (sbatch) or dlws (Apulis/DLWorkspace "
                       "web form).", pattern=_NAME),
     "login": _str("Login or submit host, for information."),
     "partitions": {"type": "object", "description": "Partitions by name.", "minProperties": 1,

@@ -106,3 +106,12 @@ def test_the_runscript_would_have_evaluated_them(sif_root, tmp_path):
 
     assert action("run") == "EVALUATED|"
     assert action("exec") == "$(echo EVALUATED)|"
+
+
+def test_a_zstd_sif_is_refused_for_a_site_that_mounts_gzip_only(sif_root, tmp_path, monkeypatch, capsys):
+    """ckit's .sif is zstd by default; twnia2's CentOS 7 kernel mounts gzip/xz: launch reads the superblock."""
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert main(["launch", "--site", "twnia2", "-A", "P1", "--image", str(sif_root[0]), "--dry-run", "--", "true"]) == 2
+    err = capsys.readouterr().err
+    assert "is zstd-compressed; twnia2's kernel mounts only gzip, xz, lzo" in err and "--site twnia2" in err

@@ -74,3 +74,15 @@ def test_nccl_report_cli(capsys):
     assert [(r["avg_busbw_gbps"], r["ranks"]) for r in data["runs"]] == [(164.643, 16)]
     assert main(["nccl-report", str(SEED002 / "all_reduce_1node.txt")]) == 0
     assert "average bus bandwidth: 232.915 GB/s" in capsys.readouterr().out
+
+
+def test_nccl_report_each_run_and_expect(tmp_path, capsys):
+    """Seed 002's two runs in one file are reported one by one; --expect exits 1 when one is below it."""
+    both = tmp_path / "both.out"
+    both.write_text((SEED002 / "all_reduce_1node.txt").read_text() + (SEED002 / "all_reduce_2nodes.txt").read_text())
+    assert main(["nccl-report", str(both), "--json", "--expect", "160"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [(r["avg_busbw_gbps"], r["ranks"]) for r in data["runs"]] == [(232.915, 8), (164.643, 16)]
+    assert main(["nccl-report", str(both), "--expect", "165"]) == 1
+    captured = capsys.readouterr()
+    assert "run 1:" in captured.out and "run 2:" in captured.out and "run 2 below the expected 165" in captured.err
