@@ -59,7 +59,7 @@ def launch(
     nodes: Annotated[int, Opt("-N", "--nodes", help="Number of nodes.")] = 1,
     gpus_per_node: Annotated[int | None, Opt("--gpus-per-node", help="GPUs per node.")] = None,
     devices_per_node: Annotated[int | None, Opt("--devices-per-node", help=(
-        "Processes per node of a per-node launcher (torchrun, msrun, MindSpore's device loop); "
+        "Processes per node of a per-node launcher (torchrun, horovodrun, msrun, MindSpore's device loop); "
         "default: the GPUs per node."))] = None,
     tasks_per_node: Annotated[int | None, Opt("--tasks-per-node", "--ntasks-per-node", help="Tasks per node.")] = None,
     cpus_per_task: Annotated[int | None, Opt("-c", "--cpus-per-task", help="CPUs per task.")] = None,

@@ -7,7 +7,7 @@
 Everything lives under the run dir (``CKIT_RUN_DIR``, default ``<repo>/.run``); RUN/env.sh holds the client
 variables. Components: podman, busybox, debian (base images), registry (127.0.0.1:5000), registry-auth (:5001,
 htpasswd), registry-tls (:5002, test CA), munge, slurm, frameworks (a venv with torch, mpi4py, tensorflow-cpu,
-ray for --runtime none jobs).
+ray for --runtime none jobs), horovod (Horovod with Gloo built against Debian's torch).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .daemon import Component, ComponentError, run_dir
-from .frameworks import FrameworkVenv
+from .frameworks import FrameworkVenv, HorovodVenv
 from .images import BusyboxImage, DebianImage
 from .podman import PodmanService
 from .registry import AuthRegistry, Registry, TLSRegistry
@@ -37,6 +37,7 @@ COMPONENTS: dict[str, type[Component]] = {
         Munge,
         Slurm,
         FrameworkVenv,
+        HorovodVenv,
     )
 }
 

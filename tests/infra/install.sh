@@ -17,6 +17,8 @@ PACKAGES=(
   # real frameworks for launch's jobs: Debian's CPU PyTorch, Open MPI + mpi4py (Slurm's mpi/pmix dlopens
   # libpmix.so from libpmix-dev), venvs for tensorflow-cpu and ray, and Lmod for --module
   python3-torch python3-numpy python3-mpi4py openmpi-bin libpmix-dev lmod
+  # Horovod's sdist builds against Debian's torch with its headers (libtorch-dev, pybind11-dev)
+  libtorch-dev pybind11-dev cmake g++
   # script lint, base images
   shellcheck mmdebstrap busybox-static
   # python venv for the Makefile, CA bundle for the mirror

@@ -139,3 +139,16 @@ def test_mindspore_device_loop_and_rank_table(slurm, tmp_path, monkeypatch, caps
     for r in results:  # each in its own folder, with the code of the submit folder next to it
         assert Path(r["cwd"]).name == f"rank{r['rank']}" and "mindspore_check.py" in r["next_to_me"]
         assert (Path(r["cwd"]) / "written-by-rank").read_text() == str(r["rank"])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_horovod_gloo(slurm, horovod, tmp_path, monkeypatch, capsys, mode):
+    """horovodrun --gloo with two processes on one node: on two nodes horovodrun would ssh to the other one,
+    and the test nodes run no sshd (Gloo without MPI has no srun path: its rendezvous is horovodrun's)."""
+    rc, results, text = submit(tmp_path, monkeypatch, capsys, mode, "hvd_check.py", "-p", "debug", "-N", "1",
+                               "--runtime", "none", "--venv", str(horovod.path), "--framework", "horovod",
+                               "--launcher", "horovodrun", "--gloo", "--devices-per-node", "2",
+                               "--", "python", "hvd_check.py")
+    assert rc == 0, text
+    assert [r["rank"] for r in results] == [0, 1] and {r["world"] for r in results} == {2}, text
+    assert {r["allreduce"] for r in results} == {3.0} and results[0]["params"] == results[1]["params"], text

@@ -16,7 +16,8 @@ class Horovod(FrameworkBackend):
     per_node = ("horovodrun",)
 
     def glue(self, plan: LaunchPlan, exports: tuple[str, ...]) -> Glue:
-        slots = max(plan.gpus_per_node, 1) if plan.launcher == "horovodrun" else plan.tasks_per_node
+        per_node = plan.request.devices_per_node or max(plan.gpus_per_node, 1)
+        slots = per_node if plan.launcher == "horovodrun" else plan.tasks_per_node
         setup = host_list(slots)
         names = (*exports, "CKIT_HOSTS")
         words = steps.user_words(plan)
