@@ -56,7 +56,8 @@ def submit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captu
         job = run(["sbatch", "--export=NONE", "--parsable", "fw.sbatch"], timeout=60).stdout.strip().split(";")[0]
         rc = wait_for(job, poll=0.5)  # what --wait does (sbatch --wait's backoff would add ~30 s per job)
     text = (tmp_path / f"fw-{job}.out").read_text(errors="replace")
-    results = [json.loads(line.split(" ", 1)[1]) for line in text.splitlines() if line.startswith("CKIT-RESULT ")]
+    # horovodrun prefixes its processes' lines ("[0]<stdout>:")
+    results = [json.loads(line.split("CKIT-RESULT ", 1)[1]) for line in text.splitlines() if "CKIT-RESULT " in line]
     return rc, sorted(results, key=lambda r: r.get("rank", 0)), text
 
 
