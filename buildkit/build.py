@@ -27,6 +27,7 @@ from .render.context import ContextFile
 
 if TYPE_CHECKING:
     from .image.source import DaemonSource
+    from .site.model import Site
 
 TARGETS = ("image", "sif", "sqsh")
 # What each engine's product can become: the docker engine makes an OCI image that converts to anything;
@@ -213,9 +214,11 @@ def execute(
     cached: BuiltImage | None = None,
     on_phase: Callable[[str], None] = lambda message: None,
     progress: Reporter = SILENT,
+    site: Site | None = None,
 ) -> BuildResult:
     """Build (unless an earlier build of the same key is there), then produce every output of the plan.
-    ``listener`` gets every line of the engine's log; ``progress`` shows the build steps and conversions."""
+    ``listener`` gets every line of the engine's log; ``progress`` shows the build steps and conversions;
+    ``site``: the squashfs compression is one its runtime can mount."""
     started = time.monotonic()
     for output in plan.outputs:  # before building: an output ckit may not replace fails fast
         check_output(output.path, flag="-o")
@@ -243,7 +246,7 @@ def execute(
 
             on_phase(f"converting {plan.tag} to .{output.kind} -> {output.path}")
             output.path.parent.mkdir(parents=True, exist_ok=True)
-            converted = convert(source, output.kind, output=output.path, progress=progress)
+            converted = convert(source, output.kind, output=output.path, progress=progress, site=site)
             artifacts.append(ArtifactResult(
                 output.kind, str(converted.path), converted.source_digest, converted.size, converted.seconds,
                 converted.cache_hit, {"compression": str(converted.compression)}))

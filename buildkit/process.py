@@ -135,3 +135,12 @@ def _popen(argv, *, step, env, cwd, secrets, stdout):  # type: ignore[no-untyped
             raise CommandFailed(
                 [redact(a, secrets) for a in argv], returncode, redact(_tail(stderr), secrets), step=step
             )
+
+
+def interactive(argv: Sequence[str], *, cwd: str | os.PathLike[str] | None = None) -> int:
+    """Run ``argv`` on this terminal (stdin, stdout and stderr inherited) and return its exit code."""
+    log.debug("run (interactive) %s", format_argv(argv))
+    try:
+        return subprocess.run(list(argv), cwd=cwd, check=False).returncode
+    except FileNotFoundError as err:
+        raise ConfigError(f"{argv[0]}: not found", hint="install it or put it on PATH") from err

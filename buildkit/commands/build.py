@@ -12,6 +12,7 @@ from ..errors import BuildError
 
 if TYPE_CHECKING:
     from ..engine.base import BuildFailed
+    from ..site.model import Site
 
 
 @app.command("build")
@@ -30,6 +31,8 @@ def build(
     locked: Annotated[bool, typer.Option("--locked", help="Build FROM the base digest pinned in the lock file.")] = False,
     lock_file: Annotated[Path, typer.Option("--lock-file", metavar="FILE",
                                             help="Lock file written by `ckit lock`.")] = Path("ckit.lock"),
+    site: Annotated[str | None, typer.Option("--site", metavar="SITE",
+                                             help="Convert in a squashfs compression the site can mount.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; build nothing (no engine needed).")
                        ] = False,
     as_json: JsonOpt = False,
@@ -38,6 +41,7 @@ def build(
     from .. import build as builder
     from ..engine.base import BuildEvent, BuildFailed
 
+    site_profile = _site(site)
     prepared = builder.prepare(stack, sets=sets or [], ngc=ngc, engine_name=engine, to=to, output_dir=output,
                                tag=tag, lock_file=lock_file if locked else None, dry_run=dry_run,
                                recipes_dirs=SETTINGS.recipes_dirs)
@@ -59,7 +63,7 @@ def build(
 
         try:
             result = builder.execute(plan, prepared.engine, prepared.context, on_event, cached=prepared.cached,
-                                     on_phase=info, progress=reporter)
+                                     on_phase=info, progress=reporter, site=site_profile)
         except BuildFailed as err:
             raise _failure(err, plan.stack, log_shown=show_lines and not SETTINGS.quiet) from err
     if as_json:
@@ -89,3 +93,12 @@ def _failure(err: BuildFailed, stack: str, *, log_shown: bool) -> BuildError:
     tail = "\n".join(lines[-LOG_TAIL_LINES:])
     return BuildError(f"build failed{where}: {err.cause}\n--- last {min(len(lines), LOG_TAIL_LINES)} lines of "
                       f"the build log ---\n{tail}", hint=f"the whole log is in {log_file}")
+
+
+def _site(name: str | None) -> Site | None:
+    """The site profile whose runtime must mount the .sif/.sqsh (``--site``), or None."""
+    if name is None:
+        return None
+    from ..site import load_site
+
+    return load_site(name, SETTINGS.sites_dirs)

@@ -44,6 +44,12 @@ class NcclReport:
         return {"avg_busbw_gbps": self.avg_busbw, "peak_busbw_gbps": self.peak_busbw, "ranks": self.ranks,
                 "hosts": list(self.hosts), "devices": sorted(set(self.devices)), "rows": [asdict(r) for r in self.rows]}
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NcclReport:
+        rows = tuple(Row(**row) for row in data["rows"])
+        return cls(rows=rows, avg_busbw=data["avg_busbw_gbps"], ranks=data["ranks"], hosts=tuple(data["hosts"]),
+                   devices=tuple(data["devices"]))
+
     def text(self) -> str:
         out = [f"ranks: {self.ranks} on {len(self.hosts)} node(s): {', '.join(self.hosts)}"]
         if self.devices:
@@ -54,13 +60,16 @@ class NcclReport:
         return "\n".join(out) + "\n"
 
 
-def parse(text: str, source: str = "output") -> NcclReport:
+_START = re.compile(r"^#\s*nThread\s")
+
+
+def _report(lines: list[str], source: str) -> NcclReport:
     rows: list[Row] = []
     avg: float | None = None
     hosts: list[str] = []
     devices: list[str] = []
     ranks = 0
-    for line in text.splitlines():
+    for line in lines:
         if match := _RANK.match(line):
             ranks += 1
             if match.group(1) not in hosts:
@@ -76,3 +85,23 @@ def parse(text: str, source: str = "output") -> NcclReport:
         raise ConfigError(f"{source}: no nccl-tests result table found",
                           hint="give the output of all_reduce_perf (the job's .out file)")
     return NcclReport(rows=tuple(rows), avg_busbw=avg, ranks=ranks, hosts=tuple(hosts), devices=tuple(devices))
+
+
+def parse_runs(text: str, source: str = "output") -> list[NcclReport]:
+    """Every run in ``text`` (each starts at its ``# nThread`` header), one report each, in order."""
+    chunks: list[list[str]] = [[]]
+    for line in text.splitlines():
+        if _START.match(line) and any(_ROW.match(x) or _AVG.match(x) for x in chunks[-1]):
+            chunks.append([])
+        chunks[-1].append(line)
+    reports = [_report(chunk, f"{source} (run {i})") for i, chunk in enumerate(chunks, 1)
+               if any(_ROW.match(x) for x in chunk)]
+    if not reports:
+        raise ConfigError(f"{source}: no nccl-tests result table found",
+                          hint="give the output of all_reduce_perf (the job's .out file)")
+    return reports
+
+
+def parse(text: str, source: str = "output") -> NcclReport:
+    """The one run in ``text`` (the last one when there are several)."""
+    return parse_runs(text, source)[-1]

@@ -1,4 +1,8 @@
-"""From a user request and a site profile to a fully resolved, checked :class:`LaunchPlan` (pure)."""
+"""From a user request and a site profile to a fully resolved, checked :class:`LaunchPlan` (pure).
+
+The runtimes, frameworks and schedulers are named backends (see ``runtimes/``, ``frameworks/``,
+``schedulers/``); the plan asks them what they accept and what they default to.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +11,17 @@ from dataclasses import dataclass, field, replace
 
 from ..errors import ConfigError
 from ..site.model import Partition, Runtime, Site
-from ..site.policy import enforce
 from .shell import ENV_NAME, check_sbatch_value, time_minutes
 
-FRAMEWORKS = ("none", "horovod", "ddp", "tf", "mindspore", "ray", "nccl-tests")
-LAUNCHERS = {"horovod": ("srun", "horovodrun"), "ddp": ("srun", "torchrun"), "mindspore": ("rank-table", "msrun")}
-PER_NODE = {("horovod", "horovodrun"), ("ddp", "torchrun"), ("mindspore", "rank-table"), ("mindspore", "msrun"),
-            ("tf", None), ("ray", None), ("nccl-tests", None)}
 RANK_TABLES = ("v1", "legacy")
 _PATH_SUFFIXES = (".sif", ".sqsh", ".squashfs", ".simg", ".img")
 _STACK = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _MOUNT_PATH = re.compile(r"^/[^,:\n]*$")
+_LOG_PATH = re.compile(r"^[A-Za-z0-9._%/+-][A-Za-z0-9._%/+=-]*$")
+_MAIL_TYPES = ("NONE", "BEGIN", "END", "FAIL", "REQUEUE", "ALL", "INVALID_DEPEND", "STAGE_OUT", "TIME_LIMIT",
+               "TIME_LIMIT_90", "TIME_LIMIT_80", "TIME_LIMIT_50", "ARRAY_TASKS")
+_MAIL_USER = re.compile(r"^[A-Za-z0-9._%+-]+(@[A-Za-z0-9.-]+)?$")
+_MODULE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+/-]*$")
 
 
 @dataclass(frozen=True)
@@ -28,7 +32,7 @@ class LaunchRequest:
     image: str | None = None
     framework: str = "none"
     launcher: str | None = None
-    rank_table: str = "v1"
+    rank_table: str | None = None
     nodes: int = 1
     gpus_per_node: int | None = None
     tasks_per_node: int | None = None
@@ -44,11 +48,22 @@ class LaunchRequest:
     gloo: bool = False
     network_interface: str | None = None
     devices_per_node: int | None = None
+    workdir: str | None = None
+    modules: tuple[str, ...] = ()
+    conda: str | None = None
+    venv: str | None = None
+    pre: tuple[str, ...] = ()
+    output: str | None = None
+    error: str | None = None
+    mail_type: str | None = None
+    mail_user: str | None = None
+    keep_container: bool = False
+    mpi: str | None = None
 
 
 @dataclass(frozen=True)
 class Image:
-    """The image to run: ``kind`` is path (a local file), ref (a registry reference) or stack (staged by ckit)."""
+    """The image to run: ``kind`` is path (a file), ref (a registry reference) or stack (staged by ckit)."""
 
     kind: str
     value: str
@@ -56,6 +71,13 @@ class Image:
     @property
     def is_registry(self) -> bool:
         return self.kind == "ref"
+
+
+@dataclass(frozen=True)
+class ImageFacts:
+    """What the caller read from a local image file (the plan itself reads nothing)."""
+
+    compression: str | None = None  # the squashfs compressor of a .sif/.sqsh found on this machine
 
 
 @dataclass(frozen=True)
@@ -75,6 +97,10 @@ class LaunchPlan:
     command: tuple[str, ...]
     env: tuple[tuple[str, str], ...] = ()
     mounts: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
+    conda: str | None = None
+    venv: str | None = None
+    rank_table: str = "v1"
     warnings: tuple[str, ...] = field(default=())
 
     @property
@@ -84,6 +110,16 @@ class LaunchPlan:
     @property
     def total_gpus(self) -> int:
         return self.nodes * self.gpus_per_node
+
+    @property
+    def name(self) -> str:
+        return self.request.name
+
+    @property
+    def mpi_plugin(self) -> str | None:
+        """srun's --mpi for MPI steps: --mpi, else the site's (``none``: srun's default)."""
+        chosen = self.request.mpi or self.site.mpi_plugin
+        return None if chosen == "none" else chosen
 
 
 def classify_image(value: str, site: Site, runtime: Runtime) -> Image:
@@ -102,39 +138,34 @@ def classify_image(value: str, site: Site, runtime: Runtime) -> Image:
     return Image("ref", value.removeprefix("docker://"))
 
 
-def _default_tasks(framework: str, launcher: str | None, gpus: int) -> int:
-    if (framework, launcher) in PER_NODE:
-        return 1
-    return max(gpus, 1)
-
-
-def _default_cpus(site: Site, part: Partition | None, gpus: int, tasks: int) -> int:
-    if gpus and site.policy.cpus_per_gpu:
-        return max(site.policy.cpus_per_gpu * gpus // tasks, 1)
-    if gpus and part and part.cpus_per_node and part.gpus_per_node:
-        return max(part.cpus_per_node // part.gpus_per_node * gpus // tasks, 1)
-    return 1
-
-
-def _check_request(req: LaunchRequest) -> None:
-    if req.framework not in FRAMEWORKS:
-        raise ConfigError(f"--framework {req.framework!r} is unknown", hint=f"one of: {', '.join(FRAMEWORKS)}")
-    if req.launcher and req.launcher not in LAUNCHERS.get(req.framework, ()):
-        choices = LAUNCHERS.get(req.framework)
-        raise ConfigError(f"--launcher {req.launcher} does not apply to --framework {req.framework}",
-                          hint=f"one of: {', '.join(choices)}" if choices else "drop --launcher")
-    if req.rank_table not in RANK_TABLES:
-        raise ConfigError(f"--rank-table {req.rank_table!r} is unknown", hint="v1 (MindSpore >= 1.x) or legacy (0.x)")
-    for flag, value in [("--nodes", req.nodes), ("--gpus-per-node", req.gpus_per_node),
-                        ("--tasks-per-node", req.tasks_per_node), ("--cpus-per-task", req.cpus_per_task)]:
-        if value is not None and (value < (0 if flag == "--gpus-per-node" else 1)):
-            raise ConfigError(f"{flag} {value} is out of range", hint=f"give a positive {flag}")
+def _check_sbatch_fields(req: LaunchRequest) -> None:
     check_sbatch_value("--name", req.name)
-    for flag, value in [("--partition", req.partition), ("--account", req.account), ("--comment", req.comment)]:
+    for flag, value in [("--partition", req.partition), ("--account", req.account), ("--comment", req.comment),
+                        ("--network-interface", req.network_interface), ("--mpi", req.mpi)]:
         if value is not None:
             check_sbatch_value(flag, value)
     if req.time is not None:
         time_minutes(req.time)
+    for flag, value in [("--output", req.output), ("--error", req.error)]:
+        if value is not None and not _LOG_PATH.fullmatch(value):
+            raise ConfigError(f"{flag} {value!r}: a log file name without spaces or shell characters",
+                              hint=f"e.g. {flag} %x-%j.log (sbatch's %j job id, %x job name, %N node)")
+    if req.mail_type is not None and not all(t in _MAIL_TYPES for t in req.mail_type.split(",")):
+        raise ConfigError(f"--mail-type {req.mail_type!r} is not sbatch's", hint=f"one or more of: {', '.join(_MAIL_TYPES)}")
+    if req.mail_user is not None and not _MAIL_USER.fullmatch(req.mail_user):
+        raise ConfigError(f"--mail-user {req.mail_user!r} is not a mail address or user name",
+                          hint="e.g. --mail-user alice@example.org")
+
+
+def _check_request(req: LaunchRequest) -> None:
+    if req.rank_table is not None and req.rank_table not in RANK_TABLES:
+        raise ConfigError(f"--rank-table {req.rank_table!r} is unknown", hint="v1 (MindSpore >= 1.x) or legacy (0.x)")
+    for flag, value in [("--nodes", req.nodes), ("--gpus-per-node", req.gpus_per_node),
+                        ("--tasks-per-node", req.tasks_per_node), ("--cpus-per-task", req.cpus_per_task),
+                        ("--devices-per-node", req.devices_per_node)]:
+        if value is not None and (value < (0 if flag == "--gpus-per-node" else 1)):
+            raise ConfigError(f"{flag} {value} is out of range", hint=f"give a positive {flag}")
+    _check_sbatch_fields(req)
     for key, _ in req.env:
         if not ENV_NAME.fullmatch(key):
             raise ConfigError(f"--env {key!r}: not a variable name", hint="use letters, digits and _ (K=V)")
@@ -144,49 +175,81 @@ def _check_request(req: LaunchRequest) -> None:
                 (len(parts) == 3 and parts[2] not in ("ro", "rw")):
             raise ConfigError(f"--mount {mount!r} is not SRC:DST[:ro|rw] with absolute paths",
                               hint="absolute paths without ',' or ':', e.g. --mount /data:/data:ro")
-    if req.network_interface is not None:
-        check_sbatch_value("--network-interface", req.network_interface)
-    if not req.command and req.framework not in ("nccl-tests",):
-        raise ConfigError("no command given", hint="add it after --: ckit launch … -- python train.py")
+    if req.workdir is not None and not _MOUNT_PATH.fullmatch(req.workdir):
+        raise ConfigError(f"--workdir {req.workdir!r} is not an absolute path",
+                          hint="the folder the tasks start in, e.g. --workdir /code")
+    for module in req.modules:
+        if not _MODULE.fullmatch(module):
+            raise ConfigError(f"--module {module!r} is not a module name", hint="e.g. --module cuda/11.4")
+    for flag, value in [("--conda", req.conda), ("--venv", req.venv), *(("--pre", p) for p in req.pre)]:
+        if value is not None and ("\n" in value or "\0" in value or not value.strip()):
+            raise ConfigError(f"{flag} {value!r}: one non-empty line", hint=f"repeat {flag} for more" if
+                              flag == "--pre" else f"give the {flag.lstrip('-')} environment's name or path")
 
 
-def plan_launch(site: Site, request: LaunchRequest) -> LaunchPlan:
-    """Resolve defaults from the site, check the request and the site's rules. Raises ConfigError/PolicyError."""
-    _check_request(request)
-    part = None
-    if site.scheduler == "slurm":
-        part = site.partition(request.partition)
-        if part is None:
-            from ..config.searchpath import suggest
-            raise ConfigError(f"{site.name} has no partition '{request.partition}'",
-                              hint=suggest(request.partition or "", [p.name for p in site.partitions]))
-    runtime_kind = request.runtime or (site.runtimes[0].kind if request.image else "none")
-    runtime = site.runtime(runtime_kind)
+def _resources(site: Site, part: Partition | None, req: LaunchRequest, per_node: bool) -> tuple[int, int, int]:
+    gpus = req.gpus_per_node if req.gpus_per_node is not None else (part.gpus_per_node if part else 0)
+    tasks = req.tasks_per_node or (1 if per_node else max(gpus, 1))
+    if req.cpus_per_task:
+        return gpus, tasks, req.cpus_per_task
+    cpus = 1
+    if gpus and site.policy.cpus_per_gpu:
+        cpus = max(site.policy.cpus_per_gpu * gpus // tasks, 1)
+    elif gpus and part and part.cpus_per_node and part.gpus_per_node:
+        cpus = max(part.cpus_per_node // part.gpus_per_node * gpus // tasks, 1)
+    return gpus, tasks, cpus
+
+
+def _partition(site: Site, req: LaunchRequest, uses_partitions: bool) -> Partition | None:
+    if not uses_partitions:
+        return None
+    part = site.partition(req.partition)
+    if part is None:
+        from ..config.searchpath import suggest
+        raise ConfigError(f"{site.name} has no partition '{req.partition}'",
+                          hint=suggest(req.partition or "", [p.name for p in site.partitions]))
+    return part
+
+
+def _runtime(site: Site, req: LaunchRequest) -> Runtime:
+    from . import runtimes
+
+    kind = req.runtime or (site.runtimes[0].kind if req.image else "none")
+    runtime = site.runtime(kind)
     if runtime is None:
-        raise ConfigError(f"{site.name} has no runtime '{runtime_kind}'",
+        raise ConfigError(f"{site.name} has no runtime '{kind}'",
                           hint=f"one of: {', '.join(r.kind for r in site.runtimes)}")
-    if runtime.kind == "none" and request.image and site.scheduler != "dlws":
-        raise ConfigError(f"--runtime none cannot run --image {request.image}",
-                          hint=f"drop --image or use one of: {', '.join(r.kind for r in site.runtimes if r.kind != 'none')}")
-    if runtime.kind != "none" and not request.image:
-        raise ConfigError(f"--runtime {runtime.kind} needs --image", hint="add --image REF|PATH|STACK")
+    runtimes.REGISTRY.get(runtime.kind, f"site {site.name} runtime")
+    return runtime
+
+
+def plan_launch(site: Site, request: LaunchRequest, facts: ImageFacts | None = None) -> LaunchPlan:
+    """Resolve defaults from the site and the backends, check the request and the site's rules.
+
+    Raises ConfigError (bad request) or PolicyError (a site rule), both exit 2."""
+    from . import frameworks, runtimes, schedulers
+    from .rules import enforce
+
+    _check_request(request)
+    scheduler = schedulers.REGISTRY.get(site.scheduler, f"site {site.name} scheduler")
+    framework = frameworks.REGISTRY.get(request.framework, "--framework")
+    scheduler.check_framework(site, framework.name)
+    launcher = framework.launcher(request.launcher, scheduler.preferred_launchers.get(framework.name))
+    part = _partition(site, request, scheduler.uses_partitions)
+    runtime = _runtime(site, request)
+    backend = runtimes.REGISTRY.get(runtime.kind, "--runtime")
     image = classify_image(request.image, site, runtime) if request.image else None
-    if image and site.scheduler == "dlws":
-        image = Image("ref", request.image)
-    if image and runtime.kind == "podman" and image.kind != "ref":
-        raise ConfigError(f"podman runs image references, not files: {request.image}",
-                          hint="give a reference such as localhost/busybox:1.36")
-    launcher = request.launcher or (LAUNCHERS[request.framework][0] if request.framework in LAUNCHERS else None)
-    if site.scheduler == "dlws" and request.framework == "horovod":
-        launcher = "horovodrun"
-    if launcher == "horovodrun" and runtime.kind == "pyxis":
-        raise ConfigError("horovodrun cannot start pyxis containers on the other nodes",
-                          hint="use --launcher srun (one task per GPU, the site's --mpi plugin)")
-    gpus = request.gpus_per_node if request.gpus_per_node is not None else (part.gpus_per_node if part else 0)
-    tasks = request.tasks_per_node or _default_tasks(request.framework, launcher, gpus)
-    cpus = request.cpus_per_task or _default_cpus(site, part, gpus, tasks)
+    image = scheduler.image(site, image)
+    backend.check(site, request, image, facts or ImageFacts())
+    if not request.command and framework.needs_command:
+        raise ConfigError("no command given", hint="add it after --: ckit launch … -- python train.py")
+    gpus, tasks, cpus = _resources(site, part, request, framework.one_task_per_node(launcher))
     plan = LaunchPlan(site=site, request=request, partition=part, runtime=runtime, image=image,
-                      framework=request.framework, launcher=launcher, nodes=request.nodes, gpus_per_node=gpus,
+                      framework=framework.name, launcher=launcher, nodes=request.nodes, gpus_per_node=gpus,
                       tasks_per_node=tasks, cpus_per_task=cpus, time=request.time, command=request.command,
-                      env=request.env, mounts=site.mounts + request.mounts)
+                      env=request.env, mounts=site.mounts + request.mounts,
+                      modules=site.modules + request.modules, conda=request.conda or site.conda,
+                      venv=request.venv or site.venv, rank_table=request.rank_table or site.rank_table or "v1")
+    framework.check(plan)
+    backend.check_plan(plan)
     return replace(plan, warnings=enforce(plan))

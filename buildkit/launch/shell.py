@@ -32,15 +32,16 @@ def expand_quote(value: str) -> str:
     """Double-quoted shell text where only ``$NAME``/``${NAME}`` expand (for site values such as ``/scratch/$USER``)."""
     out, pos = ['"'], 0
     for match in _REF.finditer(value):
-        out.append(_escape_dq(value[pos:match.start()]))
+        out.append(escape_dq(value[pos:match.start()]))
         out.append("${" + (match.group(1) or match.group(2)) + "}")
         pos = match.end()
-    out.append(_escape_dq(value[pos:]))
+    out.append(escape_dq(value[pos:]))
     out.append('"')
     return "".join(out)
 
 
-def _escape_dq(text: str) -> str:
+def escape_dq(text: str) -> str:
+    """``text`` as literal content of a double-quoted shell string."""
     return re.sub(r'([\\"$`])', r"\\\1", text)
 
 

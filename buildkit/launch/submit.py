@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 from ..errors import CommandFailed, LaunchError
 from ..fsutil import atomic_path
 from ..process import require, run
+from .slurmctl import ACTIVE_STATES
 
 
 @dataclass(frozen=True)
@@ -33,16 +35,34 @@ def write_script(text: str, path: Path, inputs: Iterable[Path] = ()) -> Path:
     return path
 
 
-def submit(script: Path, *, wait: bool = False, cwd: Path | None = None) -> Submission:
-    """``sbatch --parsable [--wait] SCRIPT``; with ``wait`` the job's exit code comes back too."""
+def submit(script: Path, *, wait: bool = False, cwd: Path | None = None, poll: float = 1.0) -> Submission:
+    """``sbatch --parsable SCRIPT``; with ``wait``, then the job's exit code (``ExitCode=N:SIG``).
+
+    ckit polls the controller every ``poll`` seconds instead of ``sbatch --wait``, whose backoff reports a
+    15-second job only after 30 s or more."""
     require("sbatch", purpose="submit the job", package="slurm-client")
-    argv = ["sbatch", "--parsable", *(["--wait"] if wait else []), str(script)]
     try:
-        result = run(argv, step="sbatch", cwd=cwd or script.parent, check=not wait)
+        result = run(["sbatch", "--parsable", str(script)], step="sbatch", cwd=cwd or script.parent)
     except CommandFailed as err:
         raise LaunchError(f"sbatch rejected {script}: {err.stderr_tail.strip()}",
                           hint="check the partition, account and resources with `ckit sites show`") from err
     match = re.search(r"^(\d+)", result.stdout.strip())
     if not match:
         raise LaunchError(f"sbatch gave no job id for {script}: {(result.stderr or result.stdout).strip()}")
-    return Submission(job_id=match.group(1), script=script, exit_code=result.returncode if wait else None)
+    job_id = match.group(1)
+    return Submission(job_id=job_id, script=script, exit_code=wait_for(job_id, poll) if wait else None)
+
+
+def wait_for(job_id: str, poll: float = 1.0) -> int:
+    """Block until the job is over; its exit code (128 + N when a signal N ended it)."""
+    from .slurmctl import job_fields, past_job_fields
+
+    while True:
+        fields = job_fields(job_id) or past_job_fields(job_id)
+        if not fields:
+            raise LaunchError(f"job {job_id}: the controller no longer knows it and accounting has no record",
+                              hint="read its log with ckit logs")
+        if fields.get("JobState", "PENDING") not in ACTIVE_STATES:
+            code, _, signal = fields.get("ExitCode", "0:0").partition(":")
+            return int(code) if int(code) or not int(signal or 0) else 128 + int(signal)
+        time.sleep(poll)

@@ -61,6 +61,8 @@ def site_text(site: Site) -> str:
     for key, label, value in [("mpi_plugin", "srun --mpi", site.mpi_plugin),
                               ("network_interface", "network interface", site.network_interface),
                               ("modules", "modules", " ".join(site.modules)),
+                              ("conda", "conda env", site.conda), ("venv", "venv", site.venv),
+                              ("rank_table", "MindSpore rank table", site.rank_table),
                               ("mounts", "mounts", " ".join(site.mounts)),
                               ("shared_image_dir", "shared image folder", site.shared_image_dir),
                               ("compute_internet", "compute nodes have internet", "yes" if site.compute_internet else "no"),

@@ -52,7 +52,7 @@ def _check(doc: yamlfile.Document) -> None:
         raise doc.error(("name",), f"site name '{data['name']}' differs from the file name",
                         hint=f"rename the file to {data['name']}.yaml or set name: {doc.path.stem}")
     partitions = data.get("partitions", {})
-    if data["scheduler"] == "slurm":
+    if data["scheduler"] != "dlws":
         if not partitions:
             raise doc.error((), "a slurm site needs 'partitions'", hint="add the site's partitions")
         default = data.get("default_partition")
@@ -102,6 +102,9 @@ def _build(data: dict[str, Any], path: Path) -> Site:
         mpi_plugin=data.get("mpi_plugin"),
         network_interface=data.get("network_interface"),
         modules=tuple(data.get("modules", ())),
+        conda=data.get("conda"),
+        venv=data.get("venv"),
+        rank_table=data.get("rank_table"),
         env=tuple((k, str(v)) for k, v in data.get("env", {}).items()),
         mounts=tuple(data.get("mounts", ())),
         policy=Policy(**policy),

@@ -39,7 +39,7 @@ class Partition:
 class Runtime:
     """One way to run a program on the site's nodes."""
 
-    kind: str  # singularity | apptainer | pyxis | podman | none
+    kind: str  # a runtime backend's name (buildkit.launch.runtimes)
     module: str | None = None
     command: str | None = None
     flags: tuple[str, ...] = ()
@@ -75,7 +75,7 @@ class Platform:
 class Site:
     name: str
     description: str
-    scheduler: str  # slurm | dlws
+    scheduler: str  # a scheduler backend's name (buildkit.launch.schedulers)
     shared_image_dir: str | None
     compute_internet: bool
     squashfs_compressions: tuple[str, ...]
@@ -86,6 +86,9 @@ class Site:
     mpi_plugin: str | None = None
     network_interface: str | None = None
     modules: tuple[str, ...] = ()
+    conda: str | None = None
+    venv: str | None = None
+    rank_table: str | None = None
     env: tuple[tuple[str, str], ...] = ()
     mounts: tuple[str, ...] = ()
     policy: Policy = field(default_factory=Policy)

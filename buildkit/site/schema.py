@@ -41,9 +41,9 @@ PARTITION = _obj("One Slurm partition.", {
 })
 
 RUNTIME = _obj("One container runtime (or none) available on the compute nodes.", {
-    "kind": {"enum": ["singularity", "apptainer", "pyxis", "podman", "none"],
-             "description": "How the program is started: a SIF through singularity/apptainer, srun --container-image "
-                            "(pyxis/enroot), podman run, or directly with the site's modules."},
+    "kind": _str("How the program is started, a runtime ckit knows (`ckit backends`): singularity/apptainer "
+                 "(a SIF), pyxis (srun --container-image), podman, or none (directly, with the site's modules).",
+                 pattern=_NAME),
     "module": _str("Environment module loaded before the runtime is used (e.g. singularity/3.11.0)."),
     "command": _str("The runtime's executable when it differs from the kind (e.g. singularity for apptainer)."),
     "flags": _strings("Extra flags passed to the runtime on every call."),
@@ -80,7 +80,8 @@ FACT = _obj("Provenance of one profile value.", {
 SITE_SCHEMA: dict[str, Any] = _obj("A ckit site profile.", {
     "name": _str("Site name; must equal the file name.", pattern=_NAME),
     "description": _str("One line shown by `ckit sites`."),
-    "scheduler": {"enum": ["slurm", "dlws"], "description": "slurm (sbatch) or dlws (Apulis/DLWorkspace web form)."},
+    "scheduler": _str("A scheduler ckit knows (`ckit backends`): slurm (sbatch) or dlws (Apulis/DLWorkspace "
+                      "web form).", pattern=_NAME),
     "login": _str("Login or submit host, for information."),
     "partitions": {"type": "object", "description": "Partitions by name.", "minProperties": 1,
                    "propertyNames": {"pattern": r"^[A-Za-z0-9_.-]+$"}, "additionalProperties": PARTITION},
@@ -89,7 +90,10 @@ SITE_SCHEMA: dict[str, Any] = _obj("A ckit site profile.", {
                  "minItems": 1, "items": RUNTIME},
     "mpi_plugin": {"enum": ["pmix", "pmi2", "none"], "description": "srun --mpi plugin for MPI/NCCL jobs."},
     "network_interface": _str("Interface between nodes (horovodrun/gloo --network-interface)."),
-    "modules": _strings("Environment modules loaded at the start of every job."),
+    "modules": _strings("Environment modules loaded at the start of every job (before --module)."),
+    "conda": _str("Conda environment activated in every job unless --conda names another."),
+    "venv": _str("Python venv activated in every job unless --venv names another."),
+    "rank_table": {"enum": ["v1", "legacy"], "description": "Default MindSpore rank table format (--rank-table)."},
     "env": {"type": "object", "description": "Environment exported in every job (e.g. the NCCL_IB_* set).",
             "propertyNames": {"pattern": _ENV_NAME}, "additionalProperties": {"type": ["string", "integer"]}},
     "mounts": _strings("Default bind mounts SRC:DST ($USER is expanded in the job)."),

@@ -6,7 +6,8 @@
 
 Everything lives under the run dir (``CKIT_RUN_DIR``, default ``<repo>/.run``); RUN/env.sh holds the client
 variables. Components: podman, busybox, debian (base images), registry (127.0.0.1:5000), registry-auth (:5001,
-htpasswd), registry-tls (:5002, test CA), munge, slurm.
+htpasswd), registry-tls (:5002, test CA), munge, slurm, frameworks (a venv with torch, mpi4py, tensorflow-cpu,
+ray for --runtime none jobs), horovod (Horovod with Gloo built against Debian's torch).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .daemon import Component, ComponentError, run_dir
+from .frameworks import FrameworkVenv, HorovodVenv
 from .images import BusyboxImage, DebianImage
 from .podman import PodmanService
 from .registry import AuthRegistry, Registry, TLSRegistry
@@ -34,6 +36,8 @@ COMPONENTS: dict[str, type[Component]] = {
         TLSRegistry,
         Munge,
         Slurm,
+        FrameworkVenv,
+        HorovodVenv,
     )
 }
 

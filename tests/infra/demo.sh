@@ -49,7 +49,7 @@ cmp "$sif" "$out/pulled/$(basename "$sif")" && cmp "$sqsh" "$out/pulled/$(basena
 
 step "4. launch the demo image on the local Slurm, two tasks"
 (cd "$out/launch" && "$ckit" launch --site local --runtime podman --image "$image" --framework ddp \
-  --tasks-per-node 2 --name demo -o demo.sbatch --submit --wait --json -- hello --greet from-slurm > job.json)
+  --tasks-per-node 2 --name demo --script demo.sbatch --submit --wait --json -- hello --greet from-slurm > job.json)
 job_out=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["output"])' "$out/launch/job.json")
 sort "$job_out"
 

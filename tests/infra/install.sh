@@ -14,6 +14,11 @@ PACKAGES=(
   docker-registry apache2-utils openssl
   # slurm single node + SPANK build
   slurm-wlm slurmctld slurmd slurm-client munge libslurm-dev gcc libc6-dev
+  # real frameworks for launch's jobs: Debian's CPU PyTorch, Open MPI + mpi4py (Slurm's mpi/pmix dlopens
+  # libpmix.so from libpmix-dev), venvs for tensorflow-cpu and ray, and Lmod for --module
+  python3-torch python3-numpy python3-mpi4py openmpi-bin libpmix-dev lmod
+  # Horovod's sdist builds against Debian's torch with its headers (libtorch-dev, pybind11-dev)
+  libtorch-dev pybind11-dev cmake g++
   # script lint, base images
   shellcheck mmdebstrap busybox-static
   # python venv for the Makefile, CA bundle for the mirror
@@ -49,7 +54,7 @@ apt-get install -y -q --no-install-recommends $todo || die "apt-get install fail
 left=$(missing)
 [ -z "$left" ] || die "still not installed: $(echo "$left" | tr '\n' ' ')"
 for tool in podman runc docker-registry htpasswd slurmctld slurmd munged sbatch mmdebstrap siftool tar2sqfs \
-            mksquashfs unsquashfs shellcheck skopeo umoci openssl setpriv; do
+            mksquashfs unsquashfs shellcheck skopeo umoci openssl setpriv torchrun mpirun nsenter unshare; do
   command -v "$tool" >/dev/null || die "$tool not on PATH after install"
 done
 [ -x /bin/busybox ] || die "/bin/busybox missing after installing busybox-static"

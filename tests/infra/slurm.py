@@ -1,7 +1,12 @@
-"""A single-node Slurm 22.05 (munged, slurmctld, slurmd) configured through SLURM_CONF in the run dir.
+"""A Slurm 22.05 (munged, slurmctld, three slurmd) configured through SLURM_CONF in the run dir.
 
 Config: linuxproc + task/none (no cgroups), cons_tres CR_Core, sched_interval=1.
-Partitions: ``debug`` (default) and ``batch``, both on the one node.
+Partitions: ``debug`` (default) and ``batch`` on this host's node (``vm``, 127.0.0.1), and ``multi`` on two
+more nodes ``n1`` and ``n2``: each a slurmd in its own network namespace (a veth on the bridge ``ckitbr0``,
+10.233.0.11/.12; the controller answers on 10.233.0.1), UTS namespace (``hostname`` is the node's name) and
+mount namespace (its own /etc/hosts naming every node, and its own /tmp/ray, which a real node has on local
+disk). So a two-node job has two hosts with two addresses: MASTER_ADDR, TF_CONFIG, Ray's head and workers and
+srun's connections go between them as on a cluster. The bridge reaches nothing but these namespaces.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 import os
 import pwd
 import socket
+import subprocess
 from pathlib import Path
 
 from .daemon import Component, ComponentError, adopt, is_alive, log_tail, run, stop_pid, wait_ready
@@ -17,13 +23,18 @@ MUNGE_RUN = Path("/run/munge")
 MUNGE_PIDFILE = MUNGE_RUN / "munged.pid"
 MUNGE_KEY = Path("/etc/munge/munge.key")
 MUNGE_LOG = Path("/var/log/munge/munged.log")
-PARTITIONS = ("debug", "batch")
+PARTITIONS = ("debug", "batch", "multi")
+BRIDGE, BRIDGE_NET = "ckitbr0", "10.233.0"
+NODES = {"n1": f"{BRIDGE_NET}.11", "n2": f"{BRIDGE_NET}.12"}  # the namespaced nodes of partition multi
+# Folders a real node has on local disk, private to each namespaced node (a bind mount of its own folder):
+# Slurm's TmpFS (PMIx puts its per-step folders there) and Ray's session folder.
+NODE_TMP, RAY_TMP = "/tmp/ckit-slurm-node", "/tmp/ray"
 _BROKEN = ("down", "drain", "fail", "unknown", "*", "not_responding")
 _ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "")
 
 SLURM_CONF = """\
 ClusterName=ckit
-SlurmctldHost={node}(127.0.0.1)
+SlurmctldHost={node}({BRIDGE_NET}.1)
 SlurmUser=root
 AuthType=auth/munge
 CredType=cred/munge
@@ -40,17 +51,21 @@ SelectTypeParameters=CR_Core
 ReturnToService=2
 MailProg=/bin/true
 SlurmctldPidFile={home}/slurmctld.pid
-SlurmdPidFile={home}/slurmd.pid
+SlurmdPidFile={home}/slurmd-%n.pid
 StateSaveLocation={home}/state
-SlurmdSpoolDir={home}/spool
+SlurmdSpoolDir={home}/spool-%n
 SlurmctldLogFile={home}/log/slurmctld.log
-SlurmdLogFile={home}/log/slurmd.log
+SlurmdLogFile={home}/log/slurmd-%n.log
 SchedulerParameters=sched_interval=1
+TmpFS={node_tmp}
 KillWait=5
 MinJobAge=60
 NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
-PartitionName=batch Nodes=ALL Default=NO MaxTime=INFINITE State=UP
+NodeName=n1 NodeAddr={BRIDGE_NET}.11 CPUs={cpus} State=UNKNOWN
+NodeName=n2 NodeAddr={BRIDGE_NET}.12 CPUs={cpus} State=UNKNOWN
+PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP
+PartitionName=batch Nodes={node} Default=NO MaxTime=INFINITE State=UP
+PartitionName=multi Nodes=n1,n2 Default=NO MaxTime=INFINITE State=UP
 """
 
 
@@ -87,8 +102,15 @@ class Munge(Component):
         MUNGE_PIDFILE.unlink(missing_ok=True)
 
 
+def _ip(*args: str, check: bool = True) -> None:
+    if check:
+        run(["ip", *args], timeout=30)
+    else:  # removing what may not be there
+        subprocess.run(["ip", *args], capture_output=True, timeout=30, check=False)
+
+
 class Slurm(Component):
-    """slurmctld + slurmd for this host; clients need only SLURM_CONF (see ``env``)."""
+    """slurmctld + a slurmd for this host and one per namespaced node; clients need only SLURM_CONF (``env``)."""
 
     name = "slurm"
     requires = ("munge",)
@@ -113,55 +135,103 @@ class Slurm(Component):
     def workdir(self) -> Path:
         return self.home / "jobs"
 
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return (self.nodename, *NODES)
+
     def env(self) -> dict[str, str]:
         return {"SLURM_CONF": str(self.conf)}
 
-    def _pids(self) -> tuple[int | None, int | None]:
-        conf = str(self.conf)
-        return adopt(self.home / "slurmctld.pid", "slurmctld", conf), adopt(
-            self.home / "slurmd.pid", "slurmd", conf
-        )
+    def _slurmd(self, node: str) -> int | None:
+        return adopt(self.home / f"slurmd-{node}.pid", "slurmd", str(self.conf), f"-N\0{node}\0")
 
-    def node_state(self) -> str:
+    def _ctld(self) -> int | None:
+        return adopt(self.home / "slurmctld.pid", "slurmctld", str(self.conf))
+
+    def node_state(self, node: str | None = None) -> str:
         try:
-            out = run(["sinfo", "-h", "-n", self.nodename, "-o", "%T"], env=self.env(), timeout=10).stdout
+            out = run(["sinfo", "-h", "-n", node or self.nodename, "-o", "%T"], env=self.env(), timeout=10).stdout
         except ComponentError:
             return ""
         return out.decode().strip()
 
     def running(self) -> bool:
-        ctld, slurmd = self._pids()
-        return self.conf.is_file() and is_alive(ctld) and is_alive(slurmd)
+        return self.conf.is_file() and is_alive(self._ctld()) and all(is_alive(self._slurmd(n)) for n in self.nodes)
 
     def healthy(self) -> bool:
         if not self.running():
             return False
-        state = self.node_state()  # idle, mixed, allocated, completing… are all fine for reuse
-        return bool(state) and not any(bad in state for bad in _BROKEN)
+        for node in self.nodes:  # idle, mixed, allocated, completing… are all fine for reuse
+            state = self.node_state(node)
+            if not state or any(bad in state for bad in _BROKEN):
+                return False
+        return True
 
     def write_config(self) -> None:
-        for sub in ("state", "spool", "log", "jobs"):
+        for sub in ("state", "log", "jobs", "nodes"):
             (self.home / sub).mkdir(parents=True, exist_ok=True)
-        self.conf.write_text(SLURM_CONF.format(node=self.nodename, home=self.home, cpus=self.cpus))
+        self.conf.write_text(SLURM_CONF.format(node=self.nodename, home=self.home, cpus=self.cpus,
+                                               BRIDGE_NET=BRIDGE_NET, node_tmp=NODE_TMP))
+        Path(NODE_TMP).mkdir(exist_ok=True)
+        hosts = ["127.0.0.1 localhost", f"{BRIDGE_NET}.1 {self.nodename}"]
+        hosts += [f"{addr} {node}" for node, addr in NODES.items()]
+        (self.home / "nodes" / "hosts").write_text("\n".join(hosts) + "\n")
+
+    def _network(self) -> None:
+        """The bridge and, per node, a network namespace with a veth on it (idempotent)."""
+        if not Path(f"/sys/class/net/{BRIDGE}").exists():
+            _ip("link", "add", BRIDGE, "type", "bridge")
+            _ip("addr", "add", f"{BRIDGE_NET}.1/24", "dev", BRIDGE)
+        _ip("link", "set", BRIDGE, "up")
+        for node, addr in NODES.items():
+            ns, host_end, node_end = f"ckit-{node}", f"ckit-{node}-h", f"ckit-{node}-c"
+            if Path(f"/var/run/netns/{ns}").exists():
+                continue
+            _ip("netns", "add", ns)
+            _ip("link", "add", host_end, "type", "veth", "peer", "name", node_end)
+            _ip("link", "set", node_end, "netns", ns)
+            _ip("link", "set", host_end, "master", BRIDGE, "up")
+            for args in (("addr", "add", f"{addr}/24", "dev", node_end), ("link", "set", node_end, "up"),
+                         ("link", "set", "lo", "up")):
+                _ip("netns", "exec", ns, "ip", *args)
+
+    def _start_slurmd(self, node: str) -> None:
+        argv = ["slurmd", "-f", str(self.conf), "-N", node]
+        if node in NODES:
+            binds = [f"mount --bind {self.home / 'nodes' / 'hosts'} /etc/hosts"]
+            for shared in (NODE_TMP, RAY_TMP):
+                private = self.home / "nodes" / node / Path(shared).name
+                private.mkdir(parents=True, exist_ok=True)
+                Path(shared).mkdir(exist_ok=True)
+                binds.append(f"mount --bind {private} {shared}")
+            inner = f"hostname {node} && {' && '.join(binds)} && exec \"$@\""
+            # nsenter, not `ip netns exec`, which remounts /sys without the cgroup tree slurmd reads
+            argv = ["nsenter", f"--net=/var/run/netns/ckit-{node}", "unshare", "--uts", "--mount", "--propagation",
+                    "private", "sh", "-c", inner, "slurmd-node", *argv]
+        log = self.home / "log" / f"slurmd-{node}.log"
+        try:
+            run(argv, env=self.env(), timeout=30)
+        except ComponentError as err:
+            raise ComponentError(f"{err}\nlog {log}:\n{log_tail(log)}") from None
 
     def _start(self) -> None:
         self.write_config()
-        for daemon in ("slurmctld", "slurmd"):
-            log = self.home / "log" / f"{daemon}.log"
-            try:
-                run([daemon, "-f", str(self.conf)], env=self.env(), timeout=30)
-            except ComponentError as err:
-                raise ComponentError(f"{err}\nlog {log}:\n{log_tail(log)}") from None
-        log = self.home / "log" / "slurmd.log"
-        wait_ready(
-            f"slurm node {self.nodename} idle", lambda: self.node_state() == "idle", log=log, timeout=30
-        )
+        self._network()
+        log = self.home / "log" / "slurmctld.log"
+        try:
+            run(["slurmctld", "-f", str(self.conf)], env=self.env(), timeout=30)
+        except ComponentError as err:
+            raise ComponentError(f"{err}\nlog {log}:\n{log_tail(log)}") from None
+        for node in self.nodes:
+            self._start_slurmd(node)
+        for node in self.nodes:
+            wait_ready(f"slurm node {node} idle", lambda n=node: self.node_state(n) == "idle",
+                       log=self.home / "log" / f"slurmd-{node}.log", timeout=30)
         # The controller's first scheduling pass comes ~3 s after start: wait for a probe batch job, so the
         # first `sbatch --wait` of a test takes ~2 s instead of ~10 s (sbatch's polling backs off).
         self.wait_for_batch_job(
             self.submit(["--job-name=ckit-infra-ready", "--output=/dev/null", "--wrap=true"])
         )
-
     def submit(self, args: list[str]) -> str:
         """``sbatch --parsable ARGS`` in the job dir; returns the job id."""
         out = run(
@@ -188,8 +258,13 @@ class Slurm(Component):
             raise ComponentError(f"slurm probe job {job_id} ended {state}; log {log}:\n{log_tail(log)}")
 
     def _stop(self) -> None:
-        ctld, slurmd = self._pids()
-        stop_pid(slurmd, what="slurmd")
-        stop_pid(ctld, what="slurmctld")
-        for pidfile in ("slurmd.pid", "slurmctld.pid"):
+        # slurmd.pid: the single-node layout before the namespaced nodes
+        old = adopt(self.home / "slurmd.pid", "slurmd", str(self.conf))
+        for pid, what in [(old, "slurmd"), *((self._slurmd(n), f"slurmd {n}") for n in self.nodes),
+                          (self._ctld(), "slurmctld")]:
+            stop_pid(pid, what=what)
+        for pidfile in ("slurmd.pid", "slurmctld.pid", *(f"slurmd-{n}.pid" for n in self.nodes)):
             (self.home / pidfile).unlink(missing_ok=True)
+        for node in NODES:
+            _ip("netns", "del", f"ckit-{node}", check=False)
+        _ip("link", "del", BRIDGE, check=False)

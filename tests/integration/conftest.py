@@ -17,6 +17,7 @@ import pytest
 
 from tests.infra import components
 from tests.infra.daemon import Component
+from tests.infra.frameworks import FrameworkVenv, HorovodVenv
 from tests.infra.images import BusyboxImage, DebianImage
 from tests.infra.podman import PodmanService
 from tests.infra.registry import AuthRegistry, Registry, RegistryInfo, TLSRegistry
@@ -128,3 +129,17 @@ def slurm() -> Iterator[Slurm]:
             cpus=cluster.cpus,
             workdir=cluster.workdir,
         )
+
+
+@pytest.fixture(scope="session")
+def frameworks() -> Iterator[FrameworkVenv]:
+    """A venv seeing Debian's python3-torch and mpi4py, with tensorflow-cpu and ray (``.path``, ``.python``)."""
+    with running(FrameworkVenv()) as venv:
+        yield venv
+
+
+@pytest.fixture(scope="session")
+def horovod() -> Iterator[HorovodVenv]:
+    """A venv with Horovod (Gloo, PyTorch) built against Debian's python3-torch."""
+    with running(HorovodVenv()) as venv:
+        yield venv

@@ -193,3 +193,22 @@ def test_locked_build_uses_the_pinned_base_digest(podman: Any, debian_image: str
                           "--set", "debian.release=trixie")
     assert code == 2
     assert "was written for demo with fingerprint" in err
+
+
+def test_build_for_a_site_picks_a_compression_its_kernel_mounts(podman: Any, debian_image: str, cache: Path,
+                                                                tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """twnia2's CentOS 7 kernel mounts gzip/xz squashfs only: `build --site twnia2` writes gzip, not zstd."""
+    from buildkit.image.inspect import superblock
+    from buildkit.image.sif import read_sif
+
+    assert ckit(capsys, "build", "demo", "--to", "sif", "--site", "nowhere")[0] == 2  # before any build work
+    code, out, err = ckit(capsys, "build", "demo", "--to", "sif,sqsh", "-o", str(tmp_path), "--site", "twnia2",
+                          "--json")
+    assert code == 0, err
+    sif, sqsh = json.loads(out)["artifacts"][-2:]
+    offset = read_sif(Path(sif["path"])).primary_partition().offset  # type: ignore[union-attr]
+    assert superblock(Path(sif["path"]), offset)["compression"] == "gzip"
+    assert superblock(Path(sqsh["path"]))["compression"] == "gzip"
+    code, _, err = ckit(capsys, "launch", "--site", "twnia2", "--account", "P1", "--image", sif["path"], "--dry-run",
+                        "--", "true")
+    assert code == 0, err

@@ -17,7 +17,7 @@ import pytest
 
 from buildkit.errors import PolicyError
 from buildkit.launch.plan import LaunchRequest, plan_launch
-from buildkit.launch.slurm import render_sbatch
+from buildkit.launch.schedulers.slurm import render_sbatch
 from buildkit.process import run
 from buildkit.site import load_site
 from buildkit.site.model import Site
@@ -153,6 +153,6 @@ def test_a_job_beyond_the_partition_is_rejected_by_slurm_too(shaped, tmp_path, m
                             runtime="none", **fields)  # type: ignore[arg-type]
     with pytest.raises(PolicyError):
         plan_launch(site, request)
-    monkeypatch.setattr("buildkit.launch.plan.enforce", lambda plan: ())
+    monkeypatch.setattr("buildkit.launch.rules.enforce", lambda plan: ())
     rc, err = _test_only(render_sbatch(plan_launch(site, request)), env, tmp_path)
     assert rc != 0 and "not available" in err

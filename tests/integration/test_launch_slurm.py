@@ -18,7 +18,7 @@ def _launch(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pyt
             name: str, *args: str) -> tuple[int, str, Path]:
     monkeypatch.chdir(tmp_path)
     capsys.readouterr()
-    rc = main(["launch", "--site", "local", "--name", name, "-o", f"{name}.sbatch", "--submit", "--wait",
+    rc = main(["launch", "--site", "local", "--name", name, "--script", f"{name}.sbatch", "--submit", "--wait",
                "--json", *args])
     out = capsys.readouterr().out
     job_id = json.loads(out)["job_id"]
@@ -52,7 +52,7 @@ def test_horovod_host_list_and_mpi_plugin(slurm, tmp_path, capsys, monkeypatch):
                          "--", "sh", "-c", 'echo "HVD $CKIT_HOSTS $SLURM_PROCID $PMI_RANK"')
     assert rc == 0
     script = (tmp_path / "hvd.sbatch").read_text()
-    assert "srun --mpi=pmi2 sh -c" in script
+    assert "srun --export=ALL --mpi=pmi2 sh -c" in script
     lines = sorted(line.split() for line in out.read_text().splitlines() if line.startswith("HVD "))
     assert lines == [["HVD", f"{slurm.nodename}:2", "0", "0"], ["HVD", f"{slurm.nodename}:2", "1", "1"]]
 
@@ -116,15 +116,16 @@ def test_podman_runtime_runs_inside_the_image(slurm, podman, busybox_image, tmp_
 def test_hostile_image_path_and_mount_reach_singularity_verbatim(tmp_path):
     """No scheduler needed: run the rendered image export and the runtime words with bash, print them back."""
     from buildkit.launch.plan import LaunchRequest, plan_launch
-    from buildkit.launch.runtime import container_words, image_word
+    from buildkit.launch.runtimes import REGISTRY
     from buildkit.process import run
     from buildkit.site import load_site
 
     image = f"{tmp_path}/it's $(touch pwned) `touch pwned2` *.sif"
     mount = f"{tmp_path}/a $(touch pwned3) 'b':/data"
     plan = plan_launch(load_site("twnia2"), LaunchRequest(command=("x",), image=image, account="P", mounts=(mount,)))
-    words = container_words(plan, (), wrapped=True)
-    script = f"export CKIT_IMAGE={image_word(plan)}\nprintf '%s\\n' {' '.join(words[1:])}\n"
+    runtime = REGISTRY.get("singularity", "--runtime")
+    words = runtime.task_words(plan, ())
+    script = f"export CKIT_IMAGE={runtime.image_word(plan)}\nprintf '%s\\n' {' '.join(words[1:])}\n"
     printed = run(["bash", "-c", script], cwd=tmp_path).stdout.splitlines()
     assert printed == ["exec", "--nv", "--bind", mount, image]
     assert not list(tmp_path.glob("pwned*"))
@@ -150,6 +151,6 @@ def test_nccl_tests_job_output_becomes_a_report(slurm, tmp_path, capsys, monkeyp
     rc = main(["launch", "--site", "local", "--framework", "nccl-tests", "--name", "nccl", "--submit", "--wait",
                "--json", "--", "cat", str(table)])
     data = json.loads(capsys.readouterr().out)
-    assert rc == 0 and data["nccl"]["avg_busbw_gbps"] == 164.643 and data["nccl"]["ranks"] == 16
+    assert rc == 0 and [(r["avg_busbw_gbps"], r["ranks"]) for r in data["nccl"]] == [(164.643, 16)]
     script = (tmp_path / "nccl.sbatch").read_text()
-    assert "#SBATCH --ntasks-per-node=1" in script and "srun --mpi=pmi2 cat " in script
+    assert "#SBATCH --ntasks-per-node=1" in script and "srun --export=ALL --mpi=pmi2 cat " in script

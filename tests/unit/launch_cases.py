@@ -58,14 +58,22 @@ SEED_REQUESTS: dict[str, tuple[str, LaunchRequest]] = {
         partition="dgx-preempt", account="proj0001", name="ddp", runtime="none", time="02:00:00")),
 }
 APULIS_REQUESTS: dict[str, LaunchRequest] = {
+    # The guide's Command: `cd ~ && mkdir -p ~/checkpoints && horovodrun -np 16 … python
+    # /examples/tensorflow2_keras_mnist.py ~/checkpoints/ ~/tensorboard/${DLWS_JOB_ID}/logs/ && sleep infinity`
     "003-apulis-horovod": LaunchRequest(
-        command=("python", "/examples/tensorflow2_keras_mnist.py", "/job/checkpoints/", "/job/tensorboard/logs/"),
-        framework="horovod", nodes=2, gpus_per_node=8, name="horovod",
+        command=("python", "/examples/tensorflow2_keras_mnist.py", "~/checkpoints/",
+                 "~/tensorboard/${DLWS_JOB_ID}/logs/"),
+        framework="horovod", nodes=2, gpus_per_node=8, name="horovod", pre=("cd ~", "mkdir -p ~/checkpoints"),
+        image="apulistech/horovod:0.19.2-tf2.2.0-torch1.5.0-py3.6.9-gpu"),
+    "003-apulis-horovod-1node": LaunchRequest(
+        command=("python", "/examples/tensorflow2_keras_mnist.py", "~/checkpoints/",
+                 "~/tensorboard/${DLWS_JOB_ID}/logs/"),
+        framework="horovod", nodes=1, gpus_per_node=8, name="horovod", pre=("cd ~", "mkdir -p ~/checkpoints"),
         image="apulistech/horovod:0.19.2-tf2.2.0-torch1.5.0-py3.6.9-gpu"),
     "003-apulis-mindspore": LaunchRequest(
         command=("python", "/data/resnet50_cifar10/train.py", "--do_train=True", "--run_distribute=True",
                  "--dataset_path=/data/cifar10"), framework="mindspore", nodes=2, devices_per_node=8,
-        name="resnet50", image="apulistech/mindspore:0.3.0-withtools", rank_table="legacy"),
+        name="resnet50", image="apulistech/mindspore:0.3.0-withtools"),
 }
 
 

@@ -22,7 +22,7 @@ def test_dry_run_json(capsys):
     rc = main(["launch", "--site", "oci", "--image", "nvcr.io/nvidia/pytorch:24.06-py3", "--dry-run", "--json",
                "--", "python", "x.py"])
     data = json.loads(capsys.readouterr().out)
-    assert rc == 0 and data["site"] == "oci" and "--container-image=" in data["script"]
+    assert rc == 0 and data["site"] == "oci" and "--container-image=" in data["text"] and data["script"] is None
     assert data["warnings"] and "ckit stage" in data["warnings"][0]
 
 
@@ -36,11 +36,11 @@ def test_policy_violation_exits_2_and_writes_nothing(tmp_path, capsys, monkeypat
 def test_writes_the_script_without_sbatch_on_path(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    rc = main(["launch", "--site", "local", "-o", "sub/job.sbatch", "--json", "--", "echo", "hi"])
+    rc = main(["launch", "--site", "local", "--script", "sub/job.sbatch", "--json", "--", "echo", "hi"])
     data = json.loads(capsys.readouterr().out)
     script = tmp_path / "sub" / "job.sbatch"
-    assert rc == 0 and data == {"site": "local", "script": str(script), "job_id": None}
-    assert script.read_text().rstrip().endswith("srun echo hi") and script.stat().st_mode & 0o111
+    assert rc == 0 and (data["site"], data["script"], data["job_id"]) == ("local", str(script), None)
+    assert script.read_text().rstrip().endswith("srun --export=ALL echo hi") and script.stat().st_mode & 0o111
     assert [p.name for p in script.parent.iterdir()] == ["job.sbatch"]
 
 
@@ -71,6 +71,18 @@ def test_unsupported_framework_on_apulis(capsys):
 def test_nccl_report_cli(capsys):
     assert main(["nccl-report", str(SEED002 / "all_reduce_2nodes.txt"), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["avg_busbw_gbps"] == 164.643 and data["ranks"] == 16
+    assert [(r["avg_busbw_gbps"], r["ranks"]) for r in data["runs"]] == [(164.643, 16)]
     assert main(["nccl-report", str(SEED002 / "all_reduce_1node.txt")]) == 0
     assert "average bus bandwidth: 232.915 GB/s" in capsys.readouterr().out
+
+
+def test_nccl_report_each_run_and_expect(tmp_path, capsys):
+    """Seed 002's two runs in one file are reported one by one; --expect exits 1 when one is below it."""
+    both = tmp_path / "both.out"
+    both.write_text((SEED002 / "all_reduce_1node.txt").read_text() + (SEED002 / "all_reduce_2nodes.txt").read_text())
+    assert main(["nccl-report", str(both), "--json", "--expect", "160"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [(r["avg_busbw_gbps"], r["ranks"]) for r in data["runs"]] == [(232.915, 8), (164.643, 16)]
+    assert main(["nccl-report", str(both), "--expect", "165"]) == 1
+    captured = capsys.readouterr()
+    assert "run 1:" in captured.out and "run 2:" in captured.out and "run 2 below the expected 165" in captured.err

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from buildkit.launch.dlws import render_dlws
 from buildkit.launch.plan import plan_launch
-from buildkit.launch.slurm import render_sbatch
+from buildkit.launch.schedulers.dlws import render_dlws
+from buildkit.launch.schedulers.slurm import render_sbatch
 from buildkit.site import load_site
 from tests.unit.launch_cases import APULIS_REQUESTS, all_slurm_cases
 

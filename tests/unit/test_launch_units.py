@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from buildkit.errors import ConfigError, PolicyError
-from buildkit.launch.dlws import render_dlws
 from buildkit.launch.nccl_report import parse
 from buildkit.launch.plan import LaunchRequest, plan_launch
-from buildkit.launch.runtime import pyxis_ref
+from buildkit.launch.runtimes.pyxis import pyxis_ref
+from buildkit.launch.schedulers.dlws import render_dlws
+from buildkit.launch.schedulers.slurm import render_sbatch
 from buildkit.launch.shell import expand_quote, time_minutes
-from buildkit.launch.slurm import render_sbatch
 from buildkit.site import load_site
 from tests.unit.launch_cases import APULIS_REQUESTS, SEED_REQUESTS
 
@@ -38,7 +38,8 @@ def test_seed000_twnia2_same_resources_runtime_and_env():
                                     "--ntasks-per-node=8", "--cpus-per-task=4", "--gres=gpu:8", "--time=00:10:00"]
     assert "module purge\nmodule load singularity\n" in script
     assert "export TF_ENABLE_AUTO_MIXED_PRECISION='1'" in script and "export NCCL_DEBUG='INFO'" in script
-    assert 'srun --mpi=pmix singularity run --nv "${CKIT_IMAGE}" python pytorch_synthetic_benchmark.py ' \
+    # exec, not run: the SIF's runscript would re-evaluate the arguments; no --mpi (the guide shows none)
+    assert 'srun --export=ALL singularity exec --nv "${CKIT_IMAGE}" python pytorch_synthetic_benchmark.py ' \
            "--batch-size 256" in script
     assert "export CKIT_IMAGE=/work/TWCC_cntr/pytorch_20.09-py3_horovod.sif" in script
 
@@ -71,23 +72,31 @@ def test_seed002_oci_pyxis_mounts_mpi_and_nccl_env():
                                         "mlx5_12,mlx5_13,mlx5_14,mlx5_15,mlx5_16,mlx5_17")]:
         assert f"export {name}='{value}'" in script
     step = script.splitlines()[-1]
-    assert step.startswith('srun --mpi=pmi2 --container-image="${CKIT_IMAGE}" --container-name=tensorflow-5a01dc3f '
-                           '--container-mounts="/mnt/home/${USER}:/mnt/home/${USER}" --container-env=')
+    assert step.startswith('srun --export=ALL --mpi=pmi2 --container-image="${CKIT_IMAGE}" '
+                           '--container-name="${ckit_container}" --container-mounts="/mnt/home/${USER}:/mnt/home/${USER},'
+                           '${SLURM_SUBMIT_DIR}:${SLURM_SUBMIT_DIR}" --container-workdir="${SLURM_SUBMIT_DIR}" '
+                           '--container-env=')
     assert step.endswith(" all_reduce_perf -b 10G -e 10G -t 1 -g 8")
     assert "#SBATCH --container" not in script
 
 
 def test_seed003_apulis_command_and_legacy_npu_script():
     hvd = render_dlws(plan_launch(load_site("apulis"), APULIS_REQUESTS["003-apulis-horovod"]))
-    assert hvd.command == ("horovodrun -np 16 -hostfile /home/${DLWS_USER_NAME}/ib_config -p $DLWS_SD_worker0_SSH_PORT "
-                           "--network-interface ib0 python /examples/tensorflow2_keras_mnist.py /job/checkpoints/ "
-                           "/job/tensorboard/logs/ && sleep infinity")
-    assert ("Number of Nodes", "2") in hvd.form
+    # the guide's own Command; ~ and ${DLWS_JOB_ID} expand on the platform
+    assert hvd.command == ("cd ~ && mkdir -p ~/checkpoints && horovodrun -np 16 -hostfile "
+                           "/home/${DLWS_USER_NAME}/ib_config -p $DLWS_SD_worker0_SSH_PORT --network-interface ib0 "
+                           "python /examples/tensorflow2_keras_mnist.py ~/checkpoints/ "
+                           '~/"tensorboard/${DLWS_JOB_ID}/logs/" && sleep infinity')
+    assert ("Number of Nodes", "2") in hvd.form and ("Device Type", "Nvidia") in hvd.form
+    one = render_dlws(plan_launch(load_site("apulis"), APULIS_REQUESTS["003-apulis-horovod-1node"]))
+    assert ("Job Type", "Distributed Job") in one.form and " -np 8 " in one.command
     ms = render_dlws(plan_launch(load_site("apulis"), APULIS_REQUESTS["003-apulis-mindspore"]))
     (path, text), = ms.files
     assert ms.command.startswith(f"bash {path} python /data/resnet50_cifar10/train.py")
-    assert "export RANK_SIZE=\"$(( ${DLWS_NUM_WORKER:-1} * 8 ))\"" in text
-    assert "RANK_ID=\"$(($DLWS_ROLE_IDX * 8 + i))\"" in text and "trap " in text and "rank$RANK_ID" in text
+    assert "export DEVICE_NUM=8\n" in text and 'export RANK_SIZE="$(( ${DLWS_NUM_WORKER:-1} * DEVICE_NUM ))"' in text
+    assert 'export CKIT_NODE_INDEX="${DLWS_ROLE_IDX:-0}"' in text and "RANK_ID=$((node * DEVICE_NUM + i))" in text
+    assert "trap " in text and 'dir="$CKIT_RUN_DIR/rank$RANK_ID"' in text
+    assert ":/code\"" in text
     assert 'export RANK_TABLE_FILE="/home/${DLWS_USER_NAME}/.npu/${DLWS_JOB_ID}/hccl_ms.json"' in text
 
 
@@ -188,7 +197,7 @@ def test_combinations_ckit_cannot_run_are_refused():
                                                     launcher="horovodrun"))
     with pytest.raises(ConfigError, match="legacy"):
         render_dlws(plan_launch(load_site("apulis"), LaunchRequest(command=("x",), image="a/b:1",
-                                                                   framework="mindspore")))
+                                                                   framework="mindspore", rank_table="v1")))
     with pytest.raises(ConfigError, match="podman runs image references"):
         plan_launch(load_site("local"), LaunchRequest(command=("x",), image="/a.sif"))
     with pytest.raises(ConfigError, match="no runtime 'pyxis'"):
@@ -196,7 +205,7 @@ def test_combinations_ckit_cannot_run_are_refused():
 
 
 def test_neuron_submit_from_scratch(monkeypatch):
-    from buildkit.site.policy import submit_from_violation
+    from buildkit.launch.rules import submit_from_violation
 
     monkeypatch.setenv("USER", "kim")
     neuron = load_site("neuron")

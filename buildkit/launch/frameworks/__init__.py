@@ -1,11 +1,20 @@
-"""Distributed-training glue per framework, computed inside the job from Slurm's variables."""
+"""Frameworks: the distributed-training glue, computed inside the job from Slurm's variables. One module each.
+
+A framework declares its launchers (the first is the default), which of them start one task per node, and
+the batch-level setup, the variables passed into containers and the steps that run the job.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from ..plan import LaunchPlan
+from ...errors import ConfigError
+from ..backend import Registry
+
+if TYPE_CHECKING:
+    from ..plan import LaunchPlan
 
 
 @dataclass(frozen=True)
@@ -15,6 +24,38 @@ class Glue:
     setup: tuple[str, ...]
     exports: tuple[str, ...]
     body: tuple[str, ...]
+
+
+class FrameworkBackend:
+    name = ""
+    summary = ""
+    order = 50
+    launchers: tuple[str, ...] = ()  # the first is the default
+    per_node: tuple[str | None, ...] = ()  # launchers (None: no launcher) that start one task per node
+    needs_command = True
+
+    def launcher(self, requested: str | None, preferred: str | None = None) -> str | None:
+        if requested and requested not in self.launchers:
+            raise ConfigError(f"--launcher {requested} does not apply to --framework {self.name}",
+                              hint=f"one of: {', '.join(self.launchers)}" if self.launchers else "drop --launcher")
+        if requested:
+            return requested
+        if preferred in self.launchers:
+            return preferred
+        return self.launchers[0] if self.launchers else None
+
+    def one_task_per_node(self, launcher: str | None) -> bool:
+        return launcher in self.per_node
+
+    def check(self, plan: LaunchPlan) -> None:
+        """Refuse a plan this framework cannot run."""
+
+    def glue(self, plan: LaunchPlan, exports: tuple[str, ...]) -> Glue:
+        raise NotImplementedError
+
+    def after_wait(self, plan: LaunchPlan, log: Path | None) -> dict[str, Any]:
+        """What the finished job's log adds to the result (``ckit launch --wait``)."""
+        return {}
 
 
 NODE_LIST = 'mapfile -t ckit_nodes < <(scontrol show hostnames "${SLURM_JOB_NODELIST}")'
@@ -31,11 +72,8 @@ def host_list(slots: int) -> tuple[str, ...]:
     return (NODE_LIST, HOST_LIST[0].format(slots=slots), HOST_LIST[1])
 
 
-def glue_for(plan: LaunchPlan, site_exports: tuple[str, ...]) -> Glue:
-    from . import ddp, horovod, mindspore, nccl_tests, none, ray, tf
+REGISTRY: Registry[FrameworkBackend] = Registry(__name__, __path__, "framework")
 
-    table: dict[str, Callable[[LaunchPlan, tuple[str, ...]], Glue]] = {
-        "none": none.glue, "horovod": horovod.glue, "ddp": ddp.glue, "tf": tf.glue,
-        "mindspore": mindspore.glue, "ray": ray.glue, "nccl-tests": nccl_tests.glue,
-    }
-    return table[plan.framework](plan, site_exports)
+
+def glue_for(plan: LaunchPlan, site_exports: tuple[str, ...]) -> Glue:
+    return REGISTRY.get(plan.framework, "--framework").glue(plan, site_exports)

@@ -1,100 +1,152 @@
 """MindSpore on Ascend: an HCCL rank table built inside the job (v1.0 server_list, or the legacy 0.x format of
-seed 003), then per node one process per device with DEVICE_ID/RANK_ID/RANK_SIZE, separate work dirs and a trap
-that stops every device process; or ``msrun`` (MindSpore >= 2.3)."""
+seed 003), then per node one process per device with DEVICE_ID/RANK_ID/RANK_SIZE/DEVICE_NUM, each in its own
+folder, and a trap that stops them all; or ``msrun`` (MindSpore >= 2.3).
+
+The per-node scripts are written into the job's run folder (``$SLURM_SUBMIT_DIR/ckit-$SLURM_JOB_ID``, visible
+in the container like the submit folder) as plain files a person can read and rerun.
+"""
 
 from __future__ import annotations
 
-from .. import runtime
+from .. import steps
 from ..plan import LaunchPlan
-from ..shell import q
-from . import JOB_PORT, NODE_LIST, SET_HOST_IP, Glue
+from . import JOB_PORT, NODE_LIST, FrameworkBackend, Glue
+
+DEVICE_LOOP = r"""# One process per device on this node, each in its own folder (seed 003's run_distribute_train.sh):
+# DEVICE_ID and RANK_ID per process. The start folder's files are linked into each folder, so
+# `python train.py` is found there, and what a process writes stays in its own folder.
+# A signal stops them all; the exit code is the first failure's.
+start="$PWD"
+node="${CKIT_NODE_INDEX:-${SLURM_NODEID:-0}}"
+pids=""
+trap 'trap - TERM INT; kill $pids 2>/dev/null; wait' TERM INT
+i=0
+while [ "$i" -lt "$DEVICE_NUM" ]; do
+    DEVICE_ID="$i"
+    RANK_ID=$((node * DEVICE_NUM + i))
+    export DEVICE_ID RANK_ID
+    dir="$CKIT_RUN_DIR/rank$RANK_ID"
+    mkdir -p "$dir"
+    for entry in "$start"/*; do
+        if [ -e "$entry" ] && ! [ "$entry" -ef "$CKIT_RUN_DIR" ]; then
+            ln -sfn "$entry" "$dir/"
+        fi
+    done
+    (cd "$dir" && exec "$@") &
+    pids="$pids $!"
+    i=$((i + 1))
+done
+rc=0
+for pid in $pids; do
+    wait "$pid" || rc=$?
+done
+exit "$rc"
+"""
+
+Q = '"'
+_DEVICE = {
+    "v1": """'{"device_id": "%s", "device_ip": "%s", "rank_id": "%s"}' "$i" "$dip" "$rank""" + Q,
+    "legacy": """'{"devices": [{"device_id": "%s", "device_ip": "%s"}], "rank_id": "%s", "server_id": "%s"}' """
+              """"$i" "$dip" "$rank" "$ip""" + Q,
+}
+_SERVER = {
+    "v1": """printf '{"server_id": "%s", "device": [%s], "host_nic_ip": "reserve"}\\n' "$ip" "$devs""" + Q,
+    "legacy": """printf '%s\\n' "$devs""" + Q,
+}
+_TABLE = {
+    "v1": """printf '{"version": "1.0", "server_count": "%s", "server_list": [%s], "status": "completed"}\\n' \\
+  "${SLURM_JOB_NUM_NODES}" "${ckit_parts}" > "${RANK_TABLE_FILE}""" + Q,
+    "legacy": """printf '{"board_id": "0x0020", "chip_info": "910", "deploy_mode": "lab", "group_count": "1", '\\
+'"group_list": [{"device_num": "%s", "server_num": "%s", "group_name": "", "instance_count": "%s", '\\
+'"instance_list": [%s]}], "para_plane_nic_location": "device", "para_plane_nic_name": [%s], '\\
+'"para_plane_nic_num": "%s", "status": "completed"}\\n' "${RANK_SIZE}" "${SLURM_JOB_NUM_NODES}" "${RANK_SIZE}" \\
+  "${ckit_parts}" "${ckit_nics}" "${DEVICE_NUM}" > "${RANK_TABLE_FILE}""" + Q,
+}
+
+
+def server_script(fmt: str) -> str:
+    """Per node: this server's part of the rank table, from the device IPs in hccn.conf (address_<i>=IP)."""
+    return "\n".join([
+        "# This server's part of the HCCL rank table: its address and the device IPs listed in hccn.conf.",
+        'hccn="${CKIT_HCCN_CONF:-/etc/hccn.conf}"',
+        'ip=$(hostname -I 2>/dev/null | cut -d " " -f 1)',
+        'if [ -z "$ip" ]; then ip=$(hostname -i | cut -d " " -f 1); fi',
+        'devs=""',
+        "i=0",
+        'while [ "$i" -lt "$DEVICE_NUM" ]; do',
+        '    dip=$(sed -n "s/^address_$i=//p" "$hccn" | head -n 1)',
+        '    if [ -z "$dip" ]; then',
+        '        echo "ckit: no address_$i in $hccn" >&2',
+        "        exit 1",
+        "    fi",
+        "    rank=$((SLURM_NODEID * DEVICE_NUM + i))",
+        f'    devs="$devs${{devs:+, }}$(printf {_DEVICE[fmt]})"',
+        "    i=$((i + 1))",
+        "done",
+        f'{_SERVER[fmt]} > "$CKIT_RUN_DIR/server-$SLURM_NODEID.json"',
+    ]) + "\n"
+
+
+def heredoc(path: str, text: str) -> tuple[str, ...]:
+    return (f'cat > "{path}" <<\'CKIT_EOF\'', *text.rstrip("\n").split("\n"), "CKIT_EOF")
+
+
+def assemble_lines(fmt: str) -> tuple[str, ...]:
+    """In the batch script: join the servers' parts into the rank table (server order = node order)."""
+    lines = ['ckit_parts=""',
+             "for ((ckit_n = 0; ckit_n < SLURM_JOB_NUM_NODES; ckit_n++)); do",
+             '  ckit_parts+="${ckit_parts:+, }$(cat "${CKIT_RUN_DIR}/server-${ckit_n}.json")"',
+             "done"]
+    if fmt == "legacy":
+        lines += ['ckit_nics=""',
+                  "for ((ckit_n = 0; ckit_n < DEVICE_NUM; ckit_n++)); do",
+                  '  ckit_nics+="${ckit_nics:+, }\\"eth${ckit_n}\\""',
+                  "done"]
+    return (*lines, _TABLE[fmt])
 
 
 def devices(plan: LaunchPlan) -> int:
     return plan.request.devices_per_node or plan.gpus_per_node or 1
 
 
-def server_script(devs: int, legacy: bool) -> str:
-    """Per node: this server's part of the rank table, from the device IPs in hccn.conf (address_<i>=IP)."""
-    if legacy:
-        item = ('{\\"devices\\": [{\\"device_id\\": \\"$i\\", \\"device_ip\\": \\"$dip\\"}], '
-                '\\"rank_id\\": \\"$rank\\", \\"server_id\\": \\"$ip\\"}')
-        done = 'printf "%s\\n" "$devs"'
-    else:
-        item = '{\\"device_id\\": \\"$i\\", \\"device_ip\\": \\"$dip\\", \\"rank_id\\": \\"$rank\\"}'
-        done = 'printf "{\\"server_id\\": \\"%s\\", \\"device\\": [%s], \\"host_nic_ip\\": \\"reserve\\"}\\n" "$ip" "$devs"'
-    return "; ".join([
-        'hccn="${CKIT_HCCN_CONF:-/etc/hccn.conf}"',
-        SET_HOST_IP,
-        'devs=""',
-        "i=0",
-        f'while [ "$i" -lt {devs} ]; do dip=$(sed -n "s/^address_$i=//p" "$hccn" | head -n 1)',
-        '[ -n "$dip" ] || { echo "ckit: no address_$i in $hccn" >&2; exit 1; }',
-        f"rank=$((SLURM_NODEID * {devs} + i))",
-        f'devs="$devs${{devs:+, }}{item}"',
-        "i=$((i + 1)); done",
-        f'{done} > "$CKIT_RUN_DIR/server-$SLURM_NODEID.json"',
-    ])
+RUN_DIR = ('export CKIT_RUN_DIR="${SLURM_SUBMIT_DIR}/ckit-${SLURM_JOB_ID}"', 'mkdir -p "${CKIT_RUN_DIR}"')
 
 
-def assemble_lines(devs: int, legacy: bool) -> tuple[str, ...]:
-    """In the batch script: join the servers' parts into the rank table (server order = node order)."""
-    join = ('ckit_parts=""',
-            'for ((ckit_n = 0; ckit_n < SLURM_JOB_NUM_NODES; ckit_n++)); do',
-            '  ckit_parts+="${ckit_parts:+, }$(cat "${CKIT_RUN_DIR}/server-${ckit_n}.json")"',
-            "done")
-    if legacy:
-        nics = ", ".join(f'\\"eth{i}\\"' for i in range(devs))
-        table = ('printf "{\\"board_id\\": \\"0x0020\\", \\"chip_info\\": \\"910\\", \\"deploy_mode\\": \\"lab\\", '
-                 '\\"group_count\\": \\"1\\", \\"group_list\\": [{\\"device_num\\": \\"%s\\", \\"server_num\\": \\"%s\\", '
-                 '\\"group_name\\": \\"\\", \\"instance_count\\": \\"%s\\", \\"instance_list\\": [%s]}], '
-                 '\\"para_plane_nic_location\\": \\"device\\", '
-                 f'\\"para_plane_nic_name\\": [{nics}], \\"para_plane_nic_num\\": \\"{devs}\\", '
-                 '\\"status\\": \\"completed\\"}\\n" "${RANK_SIZE}" "${SLURM_JOB_NUM_NODES}" "${RANK_SIZE}" '
-                 '"${ckit_parts}" > "${RANK_TABLE_FILE}"')
-    else:
-        table = ('printf "{\\"version\\": \\"1.0\\", \\"server_count\\": \\"%s\\", \\"server_list\\": [%s], '
-                 '\\"status\\": \\"completed\\"}\\n" "${SLURM_JOB_NUM_NODES}" "${ckit_parts}" > "${RANK_TABLE_FILE}"')
-    return (*join, table)
+class MindSpore(FrameworkBackend):
+    name = "mindspore"
+    summary = "MindSpore on Ascend (HCCL rank table + one process per device, or msrun)"
+    order = 40
+    launchers = ("rank-table", "msrun")
+    per_node = ("rank-table", "msrun")
+
+    def glue(self, plan: LaunchPlan, exports: tuple[str, ...]) -> Glue:
+        devs = devices(plan)
+        per_node = ["--ntasks-per-node=1"]
+        words = steps.user_words(plan)
+        if plan.launcher == "msrun":
+            setup = (NODE_LIST, *RUN_DIR, 'export MASTER_ADDR="${ckit_nodes[0]}"', f"export MASTER_PORT={JOB_PORT}")
+            names = (*exports, "CKIT_RUN_DIR", "MASTER_ADDR", "MASTER_PORT")
+            script = (f'exec msrun --worker_num="$((SLURM_JOB_NUM_NODES * {devs}))" --local_worker_num={devs} '
+                      '--master_addr="${MASTER_ADDR}" --master_port="${MASTER_PORT}" --node_rank="${SLURM_NODEID}" '
+                      '--log_dir="${CKIT_RUN_DIR}/msrun_log" --join=True --cluster_time_out=600 "$@"')
+            return Glue(setup, names, (steps.srun(plan, names, words, task_script=script, options=per_node),))
+        setup = (
+            *RUN_DIR,
+            'export RANK_TABLE_FILE="${CKIT_RUN_DIR}/rank_table.json"',
+            'export MINDSPORE_HCCL_CONFIG_PATH="${RANK_TABLE_FILE}"',
+            f"export DEVICE_NUM={devs}",
+            'export RANK_SIZE="$((SLURM_JOB_NUM_NODES * DEVICE_NUM))"',
+            *heredoc("${CKIT_RUN_DIR}/server.sh", server_script(plan.rank_table)),
+            *heredoc("${CKIT_RUN_DIR}/devices.sh", DEVICE_LOOP),
+            'srun --export=ALL --ntasks-per-node=1 sh "${CKIT_RUN_DIR}/server.sh"',
+            *assemble_lines(plan.rank_table),
+        )
+        names = (*exports, "CKIT_RUN_DIR", "RANK_TABLE_FILE", "MINDSPORE_HCCL_CONFIG_PATH", "DEVICE_NUM", "RANK_SIZE")
+        body = steps.srun(plan, names, ["sh", '"${CKIT_RUN_DIR}/devices.sh"', *words], options=per_node)
+        return Glue(setup, names, (body,))
 
 
-def device_loop(devs: int, node_index: str = "$SLURM_NODEID") -> str:
-    """Per node: one process per device, each in its own work dir; a signal stops them all (seed 003's trap)."""
-    return "; ".join([
-        "pids=''",
-        "trap 'trap - TERM INT; kill $pids 2>/dev/null; wait' TERM INT",
-        "i=0",
-        f'while [ "$i" -lt {devs} ]; do export DEVICE_ID="$i" RANK_ID="$(({node_index} * {devs} + i))"',
-        'mkdir -p "$CKIT_RUN_DIR/rank$RANK_ID"',
-        '(cd "$CKIT_RUN_DIR/rank$RANK_ID" && exec "$@") & pids="$pids $!"',
-        "i=$((i + 1)); done",
-        "rc=0; for pid in $pids; do wait \"$pid\" || rc=$?; done; exit \"$rc\"",
-    ])
-
-
-def glue(plan: LaunchPlan, exports: tuple[str, ...]) -> Glue:
-    devs = devices(plan)
-    run_dir = ['export CKIT_RUN_DIR="${SLURM_SUBMIT_DIR}/ckit-${SLURM_JOB_ID}"', 'mkdir -p "${CKIT_RUN_DIR}"']
-    per_node = ["--ntasks-per-node=1"]
-    words = runtime.user_words(plan)
-    if plan.launcher == "msrun":
-        setup = (NODE_LIST, *run_dir, 'export MASTER_ADDR="${ckit_nodes[0]}"', f"export MASTER_PORT={JOB_PORT}")
-        names = (*exports, "CKIT_RUN_DIR", "MASTER_ADDR", "MASTER_PORT")
-        script = (f'exec msrun --worker_num="$((SLURM_JOB_NUM_NODES * {devs}))" --local_worker_num={devs} '
-                  '--master_addr="${MASTER_ADDR}" --master_port="${MASTER_PORT}" --node_rank="${SLURM_NODEID}" '
-                  '--log_dir="${CKIT_RUN_DIR}/msrun_log" --join=True --cluster_time_out=600 "$@"')
-        return Glue(setup, names, (runtime.step(plan, names, words, task_script=script, options=per_node),))
-    legacy = plan.request.rank_table == "legacy"
-    setup = (
-        *run_dir,
-        'export RANK_TABLE_FILE="${CKIT_RUN_DIR}/rank_table.json"',
-        'export MINDSPORE_HCCL_CONFIG_PATH="${RANK_TABLE_FILE}"',
-        f'export RANK_SIZE="$((SLURM_JOB_NUM_NODES * {devs}))"',
-        f"srun --ntasks-per-node=1 sh -c {q(server_script(devs, legacy))}",
-        *assemble_lines(devs, legacy),
-    )
-    names = (*exports, "CKIT_RUN_DIR", "RANK_TABLE_FILE", "MINDSPORE_HCCL_CONFIG_PATH", "RANK_SIZE")
-    return Glue(setup, names, (runtime.step(plan, names, words, task_script=device_loop(devs), options=per_node),))
+BACKENDS = (MindSpore(),)
 
 
 def rank_table_problems(table: dict, *, servers: int, devices: int) -> list[str]:  # type: ignore[type-arg]

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from .. import runtime
+from .. import steps
 from ..plan import LaunchPlan
-from . import Glue
+from . import FrameworkBackend, Glue
 
 
-def glue(plan: LaunchPlan, exports: tuple[str, ...]) -> Glue:
-    return Glue(setup=(), exports=(), body=(runtime.step(plan, exports, runtime.user_words(plan)),))
+class NoFramework(FrameworkBackend):
+    name = "none"
+    summary = "the command once per task"
+    order = 0
+
+    def glue(self, plan: LaunchPlan, exports: tuple[str, ...]) -> Glue:
+        return Glue(setup=(), exports=(), body=(steps.srun(plan, exports, steps.user_words(plan)),))
+
+
+BACKENDS = (NoFramework(),)

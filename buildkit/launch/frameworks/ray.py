@@ -1,48 +1,75 @@
-"""Ray: head on the first node, workers on the others, wait until all nodes joined, run the driver, stop."""
+"""Ray: head on the first node, workers on the others, wait until all nodes joined, run the driver, stop.
+
+The head's port derives from the job id (20000-29999: above Ray's worker ports 10002-19999, below the
+ephemeral range), so two Ray jobs sharing a node do not collide. The wait gives up (and the job fails) when
+the head does not answer within a minute or not every node joined within five.
+"""
 
 from __future__ import annotations
 
-from .. import runtime
+from .. import steps
 from ..plan import LaunchPlan
 from ..shell import q
-from . import HOST_IP, NODE_LIST, Glue
+from . import HOST_IP, NODE_LIST, FrameworkBackend, Glue
 
-WAIT = ("import ray, sys, time\n"
+WAIT = ("import os, socket, sys, time\n"
+        "host, port = os.environ['RAY_ADDRESS'].rsplit(':', 1)\n"
+        "for _ in range(60):\n"
+        "    try:\n"
+        "        socket.create_connection((host, int(port)), timeout=2).close()\n"
+        "        break\n"
+        "    except OSError:\n"
+        "        time.sleep(1)\n"
+        "else:\n"
+        "    sys.exit(f'ray: no head at {host}:{port} within 60 s')\n"
+        "import ray\n"
         "ray.init(address='auto')\n"
         "want = int(sys.argv[1])\n"
         "for _ in range(300):\n"
         "    if sum(1 for n in ray.nodes() if n['Alive']) >= want: sys.exit(0)\n"
         "    time.sleep(1)\n"
         "sys.exit('ray: not all nodes joined within 300 s')\n")
+RAY_PORT = "$((20000 + SLURM_JOB_ID % 10000))"
 
 
-def glue(plan: LaunchPlan, exports: tuple[str, ...]) -> Glue:
-    setup = (
-        NODE_LIST,
-        'export RAY_HEAD="${ckit_nodes[0]}"',
-        f'RAY_HEAD_IP=$(srun --nodes=1 --ntasks=1 -w "${{RAY_HEAD}}" sh -c {q(HOST_IP)})',
-        'export RAY_HEAD_IP RAY_PORT=6379 RAY_ADDRESS="${RAY_HEAD_IP}:6379"',
-    )
-    names = (*exports, "RAY_HEAD", "RAY_HEAD_IP", "RAY_PORT", "RAY_ADDRESS")
-    one = ["--overlap", "--nodes=1", "--ntasks=1", '-w "${RAY_HEAD}"']
-    head = runtime.step(plan, names, ["ray", "start", "--head", '--node-ip-address="${RAY_HEAD_IP}"',
-                                      '--port="${RAY_PORT}"', "--block"], options=one)
-    workers = runtime.step(plan, names, ["ray", "start", '--address="${RAY_ADDRESS}"', "--block"],
-                           options=['--nodes="$((SLURM_JOB_NUM_NODES - 1))"',
-                                    '--ntasks="$((SLURM_JOB_NUM_NODES - 1))"', '--exclude="${RAY_HEAD}"'])
-    body = (
-        f"{head} &",
-        "ckit_ray_pids=$!",
-        'if [ "${SLURM_JOB_NUM_NODES}" -gt 1 ]; then',
-        f"  {workers} &",
-        '  ckit_ray_pids="${ckit_ray_pids} $!"',
-        "fi",
-        runtime.step(plan, names, ["python3", "-c", q(WAIT), '"${SLURM_JOB_NUM_NODES}"'], options=one),
-        "ckit_rc=0",
-        runtime.step(plan, names, runtime.user_words(plan), options=one) + " || ckit_rc=$?",
-        runtime.step(plan, names, ["ray", "stop"], options=one) + " || true",
-        "# shellcheck disable=SC2086",
-        "kill ${ckit_ray_pids} 2>/dev/null || true",
-        'exit "${ckit_rc}"',
-    )
-    return Glue(setup, names, body)
+class Ray(FrameworkBackend):
+    name = "ray"
+    summary = "a Ray cluster (head + workers) for the driver command"
+    order = 50
+    per_node = (None,)
+
+    def glue(self, plan: LaunchPlan, exports: tuple[str, ...]) -> Glue:
+        setup = (
+            NODE_LIST,
+            'export RAY_HEAD="${ckit_nodes[0]}"',
+            f'RAY_HEAD_IP=$(srun --export=ALL --nodes=1 --ntasks=1 -w "${{RAY_HEAD}}" sh -c {q(HOST_IP)})',
+            f'export RAY_HEAD_IP RAY_PORT={RAY_PORT}',
+            'export RAY_ADDRESS="${RAY_HEAD_IP}:${RAY_PORT}"',
+        )
+        names = (*exports, "RAY_HEAD", "RAY_HEAD_IP", "RAY_PORT", "RAY_ADDRESS")
+        one = ["--overlap", "--nodes=1", "--ntasks=1", '-w "${RAY_HEAD}"']
+        head = steps.srun(plan, names, ["ray", "start", "--head", '--node-ip-address="${RAY_HEAD_IP}"',
+                                        '--port="${RAY_PORT}"', "--block"], options=one)
+        workers = steps.srun(plan, names, ["ray", "start", '--address="${RAY_ADDRESS}"', "--block"],
+                             options=['--nodes="$((SLURM_JOB_NUM_NODES - 1))"',
+                                      '--ntasks="$((SLURM_JOB_NUM_NODES - 1))"', '--exclude="${RAY_HEAD}"'])
+        body = (
+            f"{head} &",
+            "ckit_ray_pids=$!",
+            'if [ "${SLURM_JOB_NUM_NODES}" -gt 1 ]; then',
+            f"  {workers} &",
+            '  ckit_ray_pids="${ckit_ray_pids} $!"',
+            "fi",
+            steps.srun(plan, names, ["python3", "-c", q(WAIT), '"${SLURM_JOB_NUM_NODES}"'],
+                       options=[*one, "--time=7"]),
+            "ckit_rc=0",
+            steps.srun(plan, names, steps.user_words(plan), options=one) + " || ckit_rc=$?",
+            steps.srun(plan, names, ["ray", "stop"], options=one) + " || true",
+            "# shellcheck disable=SC2086",
+            "kill ${ckit_ray_pids} 2>/dev/null || true",
+            'exit "${ckit_rc}"',
+        )
+        return Glue(setup, names, body)
+
+
+BACKENDS = (Ray(),)

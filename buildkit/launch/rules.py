@@ -1,22 +1,19 @@
-"""Site rules checked before a job is written or submitted. Each violation names the rule, the site and the fix."""
+"""The site's rules, checked against a plan before a job is written or submitted (they live next to the plan
+they check; the site package only describes the site). Each violation names the rule, the site and the fix."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..errors import PolicyError
-from .model import Site
-
-if TYPE_CHECKING:
-    from ..launch.plan import LaunchPlan
+from ..site.model import Site
+from .plan import LaunchPlan
+from .shell import time_minutes
 
 
 def violations(plan: LaunchPlan) -> list[str]:
     """Every broken rule of ``plan.site`` as one message each (empty when the plan is allowed)."""
-    from ..launch.shell import time_minutes
-
     site, req, part, pol = plan.site, plan.request, plan.partition, plan.site.policy
     out: list[str] = []
     if pol.require_account and not req.account:
@@ -72,6 +69,10 @@ def enforce(plan: LaunchPlan) -> tuple[str, ...]:
     if plan.image is not None and plan.image.is_registry and plan.runtime.kind in ("singularity", "apptainer", "pyxis"):
         warnings.append(f"every node imports {plan.image.value} from its registry; `ckit stage` it once to "
                         f"{plan.site.shared_image_dir or 'a shared folder'} and pass the path instead")
+    if plan.request.keep_container and plan.image is not None and plan.image.is_registry \
+            and "@sha256:" not in plan.image.value:
+        warnings.append(f"--keep-container with the tag {plan.image.value}: a moved tag is not noticed; "
+                        "pin it (REF@sha256:…) or stage the image")
     if plan.site.policy.submit_from:
         warnings.append(f"{plan.site.name} accepts jobs only from {plan.site.policy.submit_from}: submit from there")
     return tuple(warnings)

@@ -1,0 +1,114 @@
+"""``ckit jobs``, ``ckit logs JOB [-f]``, ``ckit cancel JOB`` and ``ckit shell`` (squeue, tail -f, scancel, salloc)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..cliapp import SETTINGS, JsonOpt, app, emit_json, info
+
+Opt = typer.Option
+JobArg = Annotated[str, typer.Argument(metavar="JOB", help="Slurm job id.")]
+
+
+@app.command("jobs")
+def jobs_cmd(
+    everyone: Annotated[bool, Opt("--all", help="Everyone's jobs, not only yours.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Your jobs in the queue (squeue -u $USER)."""
+    from ..launch import slurmctl
+
+    found = slurmctl.jobs(os.environ.get("USER") or None, everyone)
+    if as_json:
+        emit_json({"jobs": [j.to_dict() for j in found]})
+        return
+    typer.echo(f"{'JOB':>8}  {'NAME':<16} {'STATE':<11} {'PARTITION':<10} {'NODES':>5} {'TIME':>10}  WHERE")
+    for job in found:
+        typer.echo(f"{job.job_id:>8}  {job.name[:16]:<16} {job.state:<11} {job.partition[:10]:<10} "
+                   f"{job.nodes:>5} {job.time:>10}  {job.where}")
+
+
+@app.command("logs")
+def logs_cmd(
+    job: JobArg,
+    follow: Annotated[bool, Opt("-f", "--follow", help="Keep printing until the job ends (tail -f).")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """The output of JOB (its --output file), or follow it while it runs."""
+    from ..launch import slurmctl
+
+    path = slurmctl.log_file(slurmctl.check_job_id(job), Path.cwd())
+    if as_json:
+        if follow:
+            for _ in slurmctl.follow(path, lambda: slurmctl.is_active(job)):
+                pass
+        text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+        emit_json({"job_id": job, "log": str(path), "text": text, "state": slurmctl.job_fields(job).get("JobState")})
+        return
+    info(f"log: {path}")
+    if not follow:
+        sys.stdout.buffer.write(path.read_bytes() if path.exists() else b"")
+        return
+    for chunk in slurmctl.follow(path, lambda: slurmctl.is_active(job)):
+        sys.stdout.buffer.write(chunk)
+        sys.stdout.buffer.flush()
+
+
+@app.command("cancel")
+def cancel_cmd(job: JobArg, as_json: JsonOpt = False) -> None:
+    """Cancel JOB (scancel)."""
+    from ..launch import slurmctl
+
+    result = slurmctl.cancel(job)
+    if as_json:
+        emit_json(result)
+    else:
+        info(f"cancelled job {job}")
+
+
+@app.command("shell", context_settings={"allow_interspersed_args": False})
+def shell_cmd(
+    site: Annotated[str, Opt("--site", help="Site profile (ckit sites).")],
+    command: Annotated[list[str] | None, typer.Argument(metavar="[-- COMMAND…]",
+                                                        help="Program instead of a shell.")] = None,
+    image: Annotated[str | None, Opt("--image", metavar="REF|PATH|STACK", help="Image to open.")] = None,
+    runtime: Annotated[str | None, Opt("--runtime", help="Runtime (default: the site's first).")] = None,
+    partition: Annotated[str | None, Opt("-p", "--partition", help="Partition.")] = None,
+    account: Annotated[str | None, Opt("-A", "--account", help="Project account.")] = None,
+    comment: Annotated[str | None, Opt("--comment", help="Job comment.")] = None,
+    time: Annotated[str | None, Opt("-t", "--time", help="Walltime.")] = None,
+    gpus_per_node: Annotated[int | None, Opt("--gpus-per-node", help="GPUs.")] = None,
+    mount: Annotated[list[str] | None, Opt("--mount", metavar="SRC:DST", help="Bind mount.")] = None,
+    env: Annotated[list[str] | None, Opt("--env", metavar="K=V", help="Environment.")] = None,
+    dry_run: Annotated[bool, Opt("--dry-run", help="Print the salloc command; start nothing.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """A shell in the container on a compute node (salloc + srun --pty), with the site's rules checked."""
+    from ..launch.plan import LaunchRequest, plan_launch
+    from ..launch.schedulers.slurm import SHELL, render_shell
+    from ..process import interactive, require
+    from ..site import load_site
+    from .launch import _pairs
+
+    request = LaunchRequest(command=tuple(command or SHELL), image=image, runtime=runtime, partition=partition,
+                            account=account, comment=comment, time=time, gpus_per_node=gpus_per_node,
+                            tasks_per_node=1, name="ckit-shell", mounts=tuple(mount or ()), env=_pairs(env, "--env"))
+    plan = plan_launch(load_site(site, SETTINGS.sites_dirs), request)
+    options, text = render_shell(plan)
+    argv = ["salloc", *options, "bash", "-c", text]
+    if dry_run or as_json:
+        if as_json:
+            emit_json({"site": plan.site.name, "argv": argv, "ran": not dry_run})
+        else:
+            typer.echo(" ".join(argv[:-1]) + " '…'\n" + text, nl=False)
+        if dry_run:
+            return
+    require("salloc", purpose="open an interactive allocation", package="slurm-client")
+    code = interactive(argv)
+    if code:
+        raise typer.Exit(code)

@@ -1,0 +1,28 @@
+"""No container: the program runs on the node, with the site's modules and an optional venv or conda env."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...errors import ConfigError
+from . import RuntimeBackend
+
+if TYPE_CHECKING:
+    from ...site.model import Site
+    from ..plan import Image, ImageFacts, LaunchRequest
+
+
+class NoRuntime(RuntimeBackend):
+    name = "none"
+    summary = "the program runs on the node (modules, --venv, --conda)"
+    order = 90
+    host_envs = True
+
+    def check(self, site: Site, req: LaunchRequest, image: Image | None, facts: ImageFacts) -> None:
+        if image is not None and site.scheduler != "dlws":
+            other = [r.kind for r in site.runtimes if r.kind != "none"]
+            raise ConfigError(f"--runtime none cannot run --image {image.value}",
+                              hint=f"drop --image or use one of: {', '.join(other)}" if other else "drop --image")
+
+
+BACKENDS = (NoRuntime(),)

@@ -1,0 +1,81 @@
+"""Schedulers: how a plan becomes a job (an sbatch script, a platform's job form) and is handed over.
+
+One module per scheduler; a site profile names its scheduler. ``render`` is pure; ``execute`` writes files and
+talks to the scheduler, and returns a :class:`LaunchResult`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...errors import ConfigError
+from ..backend import Registry
+
+if TYPE_CHECKING:
+    from ...site.model import Site
+    from ..plan import Image, LaunchPlan
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How to carry a rendered job out (from the command line)."""
+
+    dry_run: bool = False
+    submit: bool | None = None  # None: when the scheduler's client is there
+    wait: bool = False
+    script: Path | None = None  # where the job file goes (dlws: the folder for its files)
+    cwd: Path = field(default_factory=Path.cwd)
+
+
+@dataclass
+class LaunchResult:
+    """What ``ckit launch`` did: ``--json`` prints :meth:`to_dict`."""
+
+    site: str
+    scheduler: str
+    text: str  # the script, or the job form
+    warnings: tuple[str, ...] = ()
+    script: str | None = None
+    files: dict[str, str] = field(default_factory=dict)  # platform path -> local path written
+    job_id: str | None = None
+    exit_code: int | None = None
+    output: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"site": self.site, "scheduler": self.scheduler, "warnings": list(self.warnings),
+                                "script": self.script, "job_id": self.job_id, "text": self.text}
+        if self.exit_code is not None:
+            data.update(exit_code=self.exit_code, output=self.output)
+        if self.files:
+            data["files"] = self.files
+        data.update(self.extra)
+        return data
+
+
+class SchedulerBackend:
+    name = ""
+    summary = ""
+    order = 50
+    uses_partitions = True
+    frameworks: tuple[str, ...] | None = None  # None: all
+    preferred_launchers: dict[str, str] = {}
+
+    def check_framework(self, site: Site, framework: str) -> None:
+        if self.frameworks is not None and framework not in self.frameworks:
+            raise ConfigError(f"--framework {framework} is not available on {site.name}",
+                              hint=f"use {', '.join(self.frameworks)} on a {self.name} site")
+
+    def image(self, site: Site, image: Image | None) -> Image | None:
+        return image
+
+    def render(self, plan: LaunchPlan) -> Any:
+        raise NotImplementedError
+
+    def execute(self, plan: LaunchPlan, job: Any, how: Execution) -> LaunchResult:
+        raise NotImplementedError
+
+
+REGISTRY: Registry[SchedulerBackend] = Registry(__name__, __path__, "scheduler")

@@ -1,0 +1,126 @@
+"""What users of the seed guides do next with Slurm: list jobs, read a job's log, cancel it, open a shell.
+
+``squeue``/``scontrol``/``scancel``/``salloc`` through the one process runner; results are plain objects
+(``--json`` prints them).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import CommandFailed, ConfigError, LaunchError
+from ..process import require, run
+
+_JOB_ID = re.compile(r"^\d+(_\d+)?$")
+_FIELDS = ("job_id", "name", "state", "partition", "nodes", "time", "where", "user")
+ACTIVE_STATES = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "STAGE_OUT")
+
+
+@dataclass(frozen=True)
+class Job:
+    job_id: str
+    name: str
+    state: str
+    partition: str
+    nodes: str
+    time: str
+    where: str  # the node list, or why it is pending
+    user: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_job_id(job_id: str) -> str:
+    if not _JOB_ID.fullmatch(job_id):
+        raise ConfigError(f"{job_id!r} is not a Slurm job id", hint="e.g. 1234 (ckit jobs lists yours)")
+    return job_id
+
+
+def _slurm(argv: list[str], step: str) -> str:
+    require(argv[0], purpose=step, package="slurm-client")
+    try:
+        return run(argv, step=step, timeout=60).stdout
+    except CommandFailed as err:
+        raise LaunchError(f"{argv[0]} failed: {err.stderr_tail.strip()}",
+                          hint="is the Slurm controller reachable (SLURM_CONF)?") from err
+
+
+def jobs(user: str | None, everyone: bool = False) -> list[Job]:
+    """The queue (``squeue``): the user's jobs, or everyone's."""
+    argv = ["squeue", "--noheader", "--format=%i|%j|%T|%P|%D|%M|%R|%u"]
+    argv += [] if everyone or not user else ["--user", user]
+    out = _slurm(argv, "list the jobs")
+    return [Job(*line.split("|", 7)) for line in out.splitlines() if line.count("|") >= 7]
+
+
+def job_fields(job_id: str) -> dict[str, str]:
+    """``scontrol show job`` as a dict (empty when the controller no longer knows the job)."""
+    require("scontrol", purpose="read the job", package="slurm-client")
+    result = run(["scontrol", "show", "job", "--oneliner", check_job_id(job_id)], step="scontrol", check=False,
+                 timeout=60)
+    if result.returncode != 0:
+        return {}
+    return dict(field.split("=", 1) for field in result.stdout.split() if "=" in field)
+
+
+def past_job_fields(job_id: str) -> dict[str, str]:
+    """A finished job from accounting (``sacct``), as JobState/ExitCode; empty without accounting."""
+    from ..process import which
+
+    if not which("sacct"):
+        return {}
+    result = run(["sacct", "-X", "-n", "-P", "-j", check_job_id(job_id), "-o", "State,ExitCode"], step="sacct",
+                 check=False, timeout=60)
+    line = result.stdout.strip().splitlines()[0] if result.returncode == 0 and result.stdout.strip() else ""
+    if "|" not in line:
+        return {}
+    state, code = line.split("|", 1)
+    return {"JobState": state.split()[0], "ExitCode": code}
+
+
+def log_file(job_id: str, cwd: Path) -> Path:
+    """The job's output file: from the controller, else ckit's NAME-JOBID.out in ``cwd``."""
+    out = job_fields(job_id).get("StdOut")
+    if out:
+        return Path(out)
+    found = sorted(cwd.glob(f"*-{check_job_id(job_id)}.out"))
+    if found:
+        return found[0]
+    raise LaunchError(f"job {job_id}: no log found (the controller forgot the job and no *-{job_id}.out is here)",
+                      hint="run ckit logs in the folder the job was submitted from")
+
+
+def follow(path: Path, active: Callable[[], bool], poll: float = 0.5) -> Iterator[bytes]:
+    """The file's bytes as they are written, until the job is over and everything was read."""
+    offset = 0
+    while True:
+        running = active()
+        if path.exists():
+            with path.open("rb") as src:
+                src.seek(offset)
+                chunk = src.read(1 << 20)
+            while chunk:
+                offset += len(chunk)
+                yield chunk
+                with path.open("rb") as src:
+                    src.seek(offset)
+                    chunk = src.read(1 << 20)
+        if not running:
+            return
+        time.sleep(poll)
+
+
+def is_active(job_id: str) -> bool:
+    state = job_fields(job_id).get("JobState", "")
+    return state in ACTIVE_STATES
+
+
+def cancel(job_id: str) -> dict[str, Any]:
+    _slurm(["scancel", check_job_id(job_id)], "cancel the job")
+    return {"job_id": job_id, "cancelled": True, "state": job_fields(job_id).get("JobState")}

@@ -1,0 +1,155 @@
+"""The real-run matrix: 2-task jobs written and submitted by ``ckit launch`` on the local Slurm's two namespaced
+nodes (partition ``multi``: n1 and n2, two hosts, two addresses), each doing a real collective whose result both
+ranks must agree on. Images are built by ``ckit build`` from a test recipe; ``--runtime none`` jobs use a venv
+(Debian's python3-torch and mpi4py, tensorflow-cpu and ray from PyPI: tests/infra/frameworks.py).
+
+Every job runs twice: submitted by ckit with ``SBATCH_EXPORT=NONE`` in the submit environment, and the same
+script submitted with ``sbatch --export=NONE``: neither may keep ckit's variables from the tasks.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from buildkit.cli import main
+from buildkit.launch.submit import wait_for
+from buildkit.process import run
+
+JOBS = Path(__file__).parent / "jobs"
+RECIPES = Path(__file__).parent.parent / "data" / "recipes"
+MODES = ("SBATCH_EXPORT=NONE", "sbatch --export=NONE")
+# Debian 12's torchrun (torch 1.13 on Python 3.11) crashes on its own defaults: `--redirects 0` maps to None
+# because Python 3.11 no longer lists a zero IntFlag member (fixed in torch 2.0). A mapping for a local rank
+# that does not exist redirects nothing and takes the working code path (read from PET_*, as torchrun allows).
+TORCHRUN_ENV = ("--env", "PET_REDIRECTS=9:1", "--env", "PET_TEE=9:1")
+
+
+@pytest.fixture(scope="module")
+def torch_image(podman, debian_image) -> str:  # type: ignore[no-untyped-def]
+    """``ckit build test-torch`` (Debian 12 + python3-torch + Open MPI/mpi4py); a repeat is a cache hit."""
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["--recipes", str(RECIPES), "-q", "build", "test-torch", "--json"]) == 0
+    return json.loads(out.getvalue())["tag"]
+
+
+def submit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], mode: str,
+           program: str, *args: str) -> tuple[int, list[dict], str]:
+    """Copy ``program`` into the submit folder, launch it on partition multi; the CKIT-RESULT lines of the log."""
+    shutil.copy(JOBS / program, tmp_path / program)
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    argv = ["launch", "--site", "local", "-p", "multi", "-N", "2", "-J", "fw", "--script", "fw.sbatch", *args]
+    if mode == "SBATCH_EXPORT=NONE":
+        monkeypatch.setenv("SBATCH_EXPORT", "NONE")
+        rc = main([*argv[:1], "--json", *argv[1:3], "--submit", "--wait", *argv[3:]])
+        job = json.loads(capsys.readouterr().out)["job_id"]
+    else:
+        assert main([argv[0], "--no-submit", *argv[1:]]) == 0
+        job = run(["sbatch", "--export=NONE", "--parsable", "fw.sbatch"], timeout=60).stdout.strip().split(";")[0]
+        rc = wait_for(job, poll=0.5)  # what --wait does (sbatch --wait's backoff would add ~30 s per job)
+    text = (tmp_path / f"fw-{job}.out").read_text(errors="replace")
+    # horovodrun prefixes its processes' lines ("[0]<stdout>:")
+    results = [json.loads(line.split("CKIT-RESULT ", 1)[1]) for line in text.splitlines() if "CKIT-RESULT " in line]
+    return rc, sorted(results, key=lambda r: r.get("rank", 0)), text
+
+
+def both_ranks_agree(results: list[dict], text: str) -> None:
+    assert [r["rank"] for r in results] == [0, 1], text
+    assert {r["host"] for r in results} == {"n1", "n2"} and {r["world"] for r in results} == {2}, text
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("launcher", ["srun", "torchrun"])
+def test_ddp_in_the_image_through_podman(slurm, podman, torch_image, tmp_path, monkeypatch, capsys, mode, launcher):
+    podman_env = [f"--env={k}={v}" for k, v in podman.env.items() if k.startswith("CONTAINERS_")]
+    rc, results, text = submit(tmp_path, monkeypatch, capsys, mode, "ddp_check.py", "--runtime", "podman",
+                               "--image", torch_image, "--framework", "ddp", "--launcher", launcher, *podman_env,
+                               *(TORCHRUN_ENV if launcher == "torchrun" else ()),
+                               "--", "python3", "ddp_check.py")
+    assert rc == 0, text
+    both_ranks_agree(results, text)
+    assert {r["allreduce"] for r in results} == {3.0} and all(r["same_params"] for r in results), text
+    assert results[0]["params"] == results[1]["params"] and {r["master"] for r in results} == {"n1"}
+    assert {r["cwd"] for r in results} == {str(tmp_path)}  # the submit folder, mounted and started in
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("launcher", ["srun", "torchrun"])
+def test_ddp_from_a_venv(slurm, frameworks, tmp_path, monkeypatch, capsys, mode, launcher):
+    rc, results, text = submit(tmp_path, monkeypatch, capsys, mode, "ddp_check.py", "--runtime", "none",
+                               "--venv", str(frameworks.path), "--framework", "ddp", "--launcher", launcher,
+                               *(TORCHRUN_ENV if launcher == "torchrun" else ()), "--", "python", "ddp_check.py")
+    assert rc == 0, text
+    both_ranks_agree(results, text)
+    assert {r["allreduce"] for r in results} == {3.0} and results[0]["params"] == results[1]["params"], text
+    assert [r["local_rank"] for r in results] == [0, 0]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_mpi_allreduce(slurm, frameworks, tmp_path, monkeypatch, capsys, mode):
+    """Debian's Open MPI speaks PMIx only (no PMI-2 client: ompi_info lists pmix ext3x/isolated/flux), so --mpi pmix."""
+    rc, results, text = submit(tmp_path, monkeypatch, capsys, mode, "mpi_check.py", "--runtime", "none",
+                               "--venv", str(frameworks.path), "--framework", "mpi", "--mpi", "pmix",
+                               "--", "python", "mpi_check.py")
+    assert rc == 0, text
+    both_ranks_agree(results, text)
+    assert {r["allreduce"] for r in results} == {3} and {tuple(r["hosts"]) for r in results} == {("n1", "n2")}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_tf_multiworker_one_step(slurm, frameworks, tmp_path, monkeypatch, capsys, mode):
+    rc, results, text = submit(tmp_path, monkeypatch, capsys, mode, "tf_check.py", "--runtime", "none",
+                               "--venv", str(frameworks.path), "--framework", "tf", "--", "python", "tf_check.py")
+    assert rc == 0, text
+    both_ranks_agree(results, text)
+    assert results[0]["params"] == results[1]["params"], text
+    assert [w.split(":")[0] for w in results[0]["workers"]] == ["n1", "n2"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_ray_driver_sees_both_nodes(slurm, frameworks, tmp_path, monkeypatch, capsys, mode):
+    rc, results, text = submit(tmp_path, monkeypatch, capsys, mode, "ray_check.py", "--runtime", "none",
+                               "--venv", str(frameworks.path), "--framework", "ray", "--", "python", "ray_check.py")
+    assert rc == 0, text
+    (result,) = results
+    assert result["nodes"] == 2 and result["addresses"] == ["10.233.0.11", "10.233.0.12"], text
+    assert result["task_hosts"] == ["n1", "n2"] and result["driver"] == "n1"
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("table", ["v1", "legacy"])
+def test_mindspore_device_loop_and_rank_table(slurm, tmp_path, monkeypatch, capsys, mode, table):
+    hccn = tmp_path / "hccn.conf"
+    hccn.write_text("".join(f"address_{i}=192.168.{i}.1\n" for i in range(2)))
+    rc, results, text = submit(tmp_path, monkeypatch, capsys, mode, "mindspore_check.py", "--runtime", "none",
+                               "--framework", "mindspore", "--rank-table", table, "--devices-per-node", "2",
+                               "--env", f"CKIT_HCCN_CONF={hccn}", "--", "/usr/bin/python3", "mindspore_check.py")
+    assert rc == 0, text
+    assert [(r["rank"], r["device"], r["world"], r["device_num"]) for r in results] == \
+        [(0, 0, 4, 2), (1, 1, 4, 2), (2, 0, 4, 2), (3, 1, 4, 2)], text
+    assert [r["host"] for r in results] == ["n1", "n1", "n2", "n2"]
+    assert [r["table_device"] for r in results] == ["0", "1", "0", "1"]
+    for r in results:  # each in its own folder, with the code of the submit folder next to it
+        assert Path(r["cwd"]).name == f"rank{r['rank']}" and "mindspore_check.py" in r["next_to_me"]
+        assert (Path(r["cwd"]) / "written-by-rank").read_text() == str(r["rank"])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_horovod_gloo(slurm, horovod, tmp_path, monkeypatch, capsys, mode):
+    """horovodrun --gloo with two processes on one node: on two nodes horovodrun would ssh to the other one,
+    and the test nodes run no sshd (Gloo without MPI has no srun path: its rendezvous is horovodrun's)."""
+    rc, results, text = submit(tmp_path, monkeypatch, capsys, mode, "hvd_check.py", "-p", "debug", "-N", "1",
+                               "--runtime", "none", "--venv", str(horovod.path), "--framework", "horovod",
+                               "--launcher", "horovodrun", "--gloo", "--devices-per-node", "2",
+                               "--", "python", "hvd_check.py")
+    assert rc == 0, text
+    assert [r["rank"] for r in results] == [0, 1] and {r["world"] for r in results} == {2}, text
+    assert {r["allreduce"] for r in results} == {3.0} and results[0]["params"] == results[1]["params"], text
