@@ -109,7 +109,7 @@ def test_readme_first_section_in_a_fresh_venv(fresh_ckit: Path, mirror: Path, tm
         "Dockerfile", "files/1-demo/hello"]
     assert "hello from ckit" in by_command["run"]
     assert "# enroot-provenance: dockerd://localhost/hello:1" in by_command["inspect"]
-    assert "srun singularity run --nv" in by_command["launch"]
+    assert "--container-image=" in by_command["launch"] and "hello-" in by_command["launch"]
     images = sorted(p.suffix for p in (home / "images").iterdir())
     assert images == [".sif", ".sqsh"]
     # and the lock of the Building section, against the registry the base comes from
