@@ -6,9 +6,10 @@ Layout under the cache dir (``CKIT_CACHE_DIR``, else the platform's user cache d
     artifacts/<key>.json            what it was made from: source, digest, options, size
     locks/<key>.lock                fcntl.flock'ed while the artifact is being made
     work/<key>/                     scratch space of the conversion of <key> (spools, temp squashfs)
+    reuse/<layer key>.rec           where a layer's data lies in an artifact (``buildkit.image.squashfs_reuse``)
 
 A key is the sha256 of the canonical JSON of the source digest and every option that changes the bytes
-(target, compression, ckit's format version). Publishing is atomic: the producer writes a temp file in
+(target, compression, ``SOURCE_DATE_EPOCH``, ckit's format version). Publishing is atomic: the producer writes a temp file in
 ``artifacts/``, the store verifies it, fsyncs and renames it. Two runs on the same key serialise on the lock
 file: the second finds the artifact published and does no work.
 
@@ -34,7 +35,8 @@ from typing import Any
 from .errors import ConvertError
 from .fsutil import fsync_dir
 
-FORMAT_VERSION = 2  # bump when the bytes ckit writes for the same inputs change (2: ckit's own squashfs writer)
+FORMAT_VERSION = 3  # bump when the bytes ckit writes for the same inputs change (2: ckit's own squashfs writer;
+# 3: data laid out layer by layer, directory indexes, the conversion time in the superblock)
 
 
 def default_root() -> Path:

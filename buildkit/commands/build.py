@@ -56,7 +56,7 @@ def build(
 
         try:
             result = builder.execute(plan, prepared.engine, prepared.context, on_event, cached=prepared.cached,
-                                     on_phase=info)
+                                     on_phase=info, progress=progress)
         except BuildFailed as err:
             if not show_lines:
                 stderr.print("--- full build log ---\n" + err.log, markup=False)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ..cliapp import SETTINGS, JsonOpt, app, emit_json, info
+from ..cliapp import SETTINGS, JsonOpt, app, emit_json, info, progress
 from ..image import SOURCE_FORMS
 
 
@@ -38,7 +38,7 @@ def convert(
 
         site_profile = load_site(site, SETTINGS.sites_dirs)
     result = run_convert(source, to, output=output, compress=compress, site=site_profile, insecure=insecure,
-                         ca_file=ca_file)
+                         ca_file=ca_file, progress=progress)
     if as_json:
         emit_json({"source": source, **result.as_json()})
         return

@@ -245,16 +245,13 @@ class DaemonSource(Source):
     The image ID is the config digest, so identifying needs no save. Materialising spools ``image.save()``
     (a docker-archive stream, written chunk by chunk, never held in memory) into the work dir: the archive
     lists its layer order in ``manifest.json``, which a daemon may send last, and the flattener reads each
-    layer twice, so a seekable copy is needed anyway. With ``keep_in`` the copy goes there instead and
-    serves every later conversion of this source object (``ckit build --to sif,sqsh`` saves the image once);
-    the caller removes that folder.
+    layer twice, so a seekable copy is needed anyway. All targets of one conversion share one materialisation
+    (:func:`.convert.execute_many`), so ``ckit build --to sif,sqsh`` saves the image once.
     """
 
-    def __init__(self, text: str, ref: str, *, keep_in: Path | None = None) -> None:
+    def __init__(self, text: str, ref: str) -> None:
         self.text, self.ref, self.image_ref = text, ref, ref
         self._image: Any = None
-        self.keep_in = keep_in
-        self._kept: Materialized | None = None
 
     def _get(self) -> Any:
         if self._image is None:
@@ -282,15 +279,8 @@ class DaemonSource(Source):
         return Identity(None, image_id if image_id.startswith("sha256:") else "sha256:" + image_id)
 
     def materialize(self, workdir: Path, progress: Callable[[int], None] | None = None) -> Materialized:
-        if self._kept is not None:
-            return self._kept
-        if self.keep_in is not None:
-            self.keep_in.mkdir(parents=True, exist_ok=True)
-        archive = self.spool(self.keep_in or workdir, progress)
-        done = Materialized(archive.identify().config or b"", archive.layers())
-        if self.keep_in is not None:
-            self._kept = done
-        return done
+        archive = self.spool(workdir, progress)
+        return Materialized(archive.identify().config or b"", archive.layers())
 
     def spool(self, workdir: Path, progress: Callable[[int], None] | None = None) -> DockerArchive:
         image = self._get()

@@ -11,13 +11,14 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING
 
 from ..errors import ConvertError
 from .flatten import Meta, Node, Tree
 
 if TYPE_CHECKING:
-    from .squashfs_writer import Placement
+    from .squashfs_blocks import Output
+    from .squashfs_data import Placement
 
 METADATA_SIZE = 8192
 UNCOMPRESSED_META = 0x8000  # flag in a metadata block's 16-bit header
@@ -61,6 +62,16 @@ class MetadataWriter:
     def ref(self) -> tuple[int, int]:
         """(start of the current block in the compressed stream, offset inside it)."""
         return len(self.data), len(self._buf)
+
+    def position(self) -> int:
+        """How many bytes of content were written so far (the uncompressed position)."""
+        return len(self.block_starts) * METADATA_SIZE + len(self._buf)
+
+    def block_start(self, position: int) -> int:
+        """Where the block that holds content byte ``position`` starts in the compressed stream (the block
+        being filled starts where the stream ends now)."""
+        number = position // METADATA_SIZE
+        return self.block_starts[number] if number < len(self.block_starts) else len(self.data)
 
     def write(self, chunk: bytes) -> None:
         self._buf += chunk
@@ -136,7 +147,7 @@ class _Xattrs:
         self.ids.append(((block << 16) | offset, len(encoded), listed))
         return found
 
-    def write_tables(self, out: BinaryIO, pos: int, compress: Compress) -> tuple[int, int]:
+    def write_tables(self, out: Output, pos: int, compress: Compress) -> tuple[int, int]:
         """The key/value blocks, then the id table, then its header and index, at ``pos`` of ``out``.
         Returns (the header's position, for the superblock; the position after)."""
         kv = self.kv.finish()
@@ -242,19 +253,24 @@ class Tables:
         meta = self.tree.nodes[d.path].meta
         assert meta is not None
         listing_block, listing_offset = self.dirs.ref()
-        listing = _listing(d.entries)
+        start = self.dirs.position()
+        listing, anchors = _listing(d.entries)
         self.dirs.write(listing)
+        # the directory index: where each anchored header lies, so a lookup jumps near its name
+        index = b"".join(struct.pack("<III", at, self.dirs.block_start(start + at), len(name) - 1) + name
+                         for at, name in anchors)
         mode = self.own.mode("dir", meta.mode, d.path.count("/") + 1 if d.path else 0)
         xattr = self.xattrs(meta.xattrs)
         parent = d.parent or self.count + 1  # the root's parent: one past the last inode, as mksquashfs writes
         size = len(listing) + 3  # the kernel counts the "." and ".." it synthesises as 3 bytes
         ref = self._place(d.number)
-        if size <= 0xFFFF and xattr == NO_XATTR:
+        if size <= 0xFFFF and xattr == NO_XATTR and not anchors:
             self.inodes.write(self._header(DIR, meta, mode, d.number) + struct.pack(
                 "<IIHHI", listing_block, 2 + d.subdirs, size, listing_offset, parent))
         else:
             self.inodes.write(self._header(DIR + EXTENDED, meta, mode, d.number) + struct.pack(
-                "<IIIIHHI", 2 + d.subdirs, size, listing_block, parent, 0, listing_offset, xattr))
+                "<IIIIHHI", 2 + d.subdirs, size, listing_block, parent, len(anchors), listing_offset, xattr)
+                + index)
         return ref
 
     def _leaf(self, path: str, node: Node) -> tuple[int, int, int]:
@@ -308,25 +324,39 @@ class Tables:
         raise ConvertError(f"/{path}: cannot store a {node.kind} in squashfs")
 
 
-def _listing(entries: list[_Entry]) -> bytes:
-    """A directory's listing: runs of entries under headers that share an inode block and a base number."""
+def _listing(entries: list[_Entry]) -> tuple[bytes, list[tuple[int, bytes]]]:
+    """A directory's listing: runs of entries under headers that share an inode block and a base number.
+
+    Also its index anchors, as ``mksquashfs`` places them: a new header starts (and is anchored: its offset
+    and first name go into the directory inode's index) whenever the entries since the last anchor would
+    pass one metadata block. A lookup then reads the index and scans at most about 8 KiB of the listing,
+    where without an index the kernel scans a large directory from its start on every lookup."""
     out = bytearray()
+    anchors: list[tuple[int, bytes]] = []
+    anchor = 0
     i = 0
     while i < len(entries):
         first = entries[i]
+        if i and len(out) + 8 + len(first.name) - anchor > METADATA_SIZE:
+            anchor = len(out)
+            anchors.append((anchor, first.name))
         block, base = first.ref >> 16, first.number
+        end = len(out) + 12 + 8 + len(first.name)  # after the header and the first entry
         j = i + 1
-        while (j < len(entries) and j - i < DIR_ENTRIES_PER_HEADER and entries[j].ref >> 16 == block
-               and -0x8000 <= entries[j].number - base <= 0x7FFF):
+        while j < len(entries) and j - i < DIR_ENTRIES_PER_HEADER:
+            e = entries[j]
+            end += 8 + len(e.name)
+            if e.ref >> 16 != block or not -0x8000 <= e.number - base <= 0x7FFF or end - anchor > METADATA_SIZE:
+                break
             j += 1
         out += struct.pack("<III", j - i - 1, block, base)
         for e in entries[i:j]:
             out += struct.pack("<HhHH", e.ref & 0xFFFF, e.number - base, e.kind, len(e.name) - 1) + e.name
         i = j
-    return bytes(out)
+    return bytes(out), anchors
 
 
-def lookup_table(out: BinaryIO, pos: int, items: bytes, compress: Compress) -> tuple[int, int]:
+def lookup_table(out: Output, pos: int, items: bytes, compress: Compress) -> tuple[int, int]:
     """A lookup table (fragments, export, ids): metadata blocks, then the raw array of their positions.
     Returns (position of that array, position after it)."""
     meta = MetadataWriter(compress)

@@ -15,12 +15,12 @@ Values already recorded in the artifact (labels of a SIF's ``oci-config.json`` u
 from __future__ import annotations
 
 import json
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 
 from .. import __version__
 from ..errors import CkitError, ConfigError
+from ..reproducible import source_date_epoch
 
 CREATED = "org.opencontainers.image.created"
 VERSION = "io.ckit.version"
@@ -32,16 +32,6 @@ _KEPT_PREFIXES = ("io.ckit.", "org.opencontainers.image.")
 
 def rfc3339(epoch: int) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def source_date_epoch() -> int | None:
-    value = os.environ.get("SOURCE_DATE_EPOCH")
-    if not value:
-        return None
-    try:
-        return int(value)
-    except ValueError as err:
-        raise ConfigError(f"SOURCE_DATE_EPOCH={value!r} is not a number of seconds") from err
 
 
 def sif_metadata(path: Path) -> tuple[int | None, dict[str, str]]:

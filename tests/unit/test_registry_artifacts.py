@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from buildkit.errors import ConfigError, IntegrityError, RegistryError
+from buildkit.oci.digest import VerifyingReader
 from buildkit.registry import annotations as notes
 from buildkit.registry.artifacts import SIF, SQSH, build_manifest, detect_kind, kind_of_manifest, output_name
 from buildkit.registry.client import ManifestHead
@@ -16,7 +17,6 @@ from buildkit.registry.images import with_annotations
 from buildkit.registry.lock import lock_data, render
 from buildkit.registry.reference import parse
 from buildkit.registry.stage import copy_verified, expand_dir, stage_dir
-from buildkit.oci.digest import VerifyingReader
 from buildkit.registry.streams import LimitedReader
 
 DATA = b"ckit blob " * 1000
@@ -124,7 +124,7 @@ def test_annotations_come_from_the_labels_inside_a_sif(tmp_path: Path, monkeypat
                                     "maintainer": "someone"}}}
     sif = tmp_path / "labelled.sif"
     write_apptainer_sif(sif, deffile=b"bootstrap: docker\n", oci_config=json.dumps(config).encode(),
-                        squashfs=squashfs, arch="amd64")
+                        squashfs=squashfs, arch="amd64", source_date_epoch=1700000000)
     values = notes.for_artifact(sif, "sif", source_digest="sha256:" + "e" * 64)
     assert values["io.ckit.stack"] == "from-sif"
     assert values["io.ckit.parameters"] == '{"t":{"v":"1"}}'

@@ -1,0 +1,217 @@
+"""Making converted images on a store miss: read the layers once, index them once, write every target.
+
+Every target of one source (``ckit build --to sif,sqsh``) shares one materialisation of the image, one
+verification of each layer it reads and one pass over the layers' tar headers; each target then adds its own
+rootfs additions to a fork of that index and writes its squashfs (and SIF).
+
+Reuse: before reading anything, each layer is looked up in the store's reuse records (:mod:`.squashfs_reuse`)
+under the target's compression. A layer with a record for every target is not read at all: its index is
+replayed from the record and its data copied from the earlier image. Layers without one are read, verified and
+indexed as usual; a layer replayed from a record is read after all (lazily) only when some of its data is not in
+the earlier image. After publishing, each target records its layers for the next conversion.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import store as store_mod
+from ..errors import ConvertError
+from . import squashfs
+from .flatten import Tree
+from .layerfile import LayerTar, prepare
+from .model import ImageConfig, RootfsEntry
+from .source import LayerBlob
+from .squashfs_data import Earlier, EarlierChanged
+from .squashfs_reuse import Record, Records
+from .squashfs_writer import Ownership, Stats, codec_version, decompressor
+from .tarscan import Member
+
+if TYPE_CHECKING:
+    from .convert import ConvertPlan
+
+log = logging.getLogger("ckit.convert")
+
+
+class _Layers:
+    """The image's layers as verified tars, prepared on first use (compressed ones decompressed into ``work``)."""
+
+    def __init__(self, blobs: Sequence[LayerBlob], work: Path, progress: Callable[[int], None]) -> None:
+        self.blobs, self.work, self.progress = blobs, work, progress
+        self._tars: dict[int, LayerTar] = {}
+        self._lock = threading.Lock()
+
+    def get(self, number: int) -> LayerTar:
+        with self._lock:
+            tar = self._tars.get(number)
+        if tar is None:
+            tar = prepare(self.blobs[number], self.work, number + 1, self.progress)
+            with self._lock:
+                self._tars[number] = tar
+        return tar
+
+    def prepare(self, numbers: Sequence[int]) -> None:
+        """Prepare several layers at once (compressed ones decompress concurrently, one thread per layer)."""
+        if len(numbers) > 1:
+            with ThreadPoolExecutor(max_workers=min(len(numbers), os.cpu_count() or 1)) as pool:
+                for future in [pool.submit(self.get, n) for n in numbers]:
+                    future.result()
+        for n in numbers:
+            self.get(n)
+
+
+def _created(config_blob: dict[str, Any]) -> int:
+    text = str(config_blob.get("created") or "")
+    try:
+        return int(dt.datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=dt.UTC).timestamp())
+    except ValueError:
+        return 0
+
+
+def produce(plans: Sequence[ConvertPlan], store: store_mod.Store,
+            progress: Callable[..., Any]) -> list[tuple[store_mod.Entry, Stats]]:
+    """Make and publish every plan's artifact (all plans convert the same source; hold their keys' locks)."""
+    for p in plans:
+        store.clean_temps(p.key)
+    source, epoch = plans[0].source, plans[0].epoch
+    with store.workdir(plans[0].key) as work, progress(transfer=True) as bar:
+        reading = bar.add_task("reading layers", total=None)
+
+        def advance(n: int) -> None:
+            bar.advance(reading, n)
+
+        mat = source.materialize(work, advance)
+        try:
+            blob = json.loads(mat.config)
+        except ValueError as err:
+            raise ConvertError(f"{source.text}: the image config is not JSON: {err}") from err
+        config = ImageConfig.from_image_config(blob)
+        digests = [b.digest or b.diff_id for b in mat.layers]
+        records = Records(store.root)
+        found = {p.key: [records.find(d, p.compression.label, _codec(p)) if d else None for d in digests]
+                 for p in plans}
+        layers = _Layers(mat.layers, work, advance)
+        mtime = epoch if epoch is not None else _created(blob)
+        tree, members = _index(mat.layers, found, layers, mtime)
+        bar.update(reading, visible=False)
+        return [_target(p, tree.fork(), config, found[p.key], digests, members, layers, store, work, bar)
+                for p in plans]
+
+
+def _codec(p: ConvertPlan) -> str:
+    return codec_version(p.compression.algo, p.compression.level)
+
+
+def _index(blobs: Sequence[LayerBlob], found: dict[str, list[Record | None]], layers: _Layers,
+           mtime: int) -> tuple[Tree, list[list[Member]]]:
+    """The merged index of the layers, one pass over each layer's headers; a layer that every target has a
+    record for is replayed from it instead of read."""
+    read = [n for n in range(len(blobs)) if any(recs[n] is None for recs in found.values())]
+    layers.prepare(read)
+    tree = Tree(default_mtime=mtime)
+    members: list[list[Member]] = []
+    for n, blob in enumerate(blobs):
+        if n in read:
+            kept: list[Member] = []
+            tree.add_layer(layers.get(n), kept)
+        else:
+            kept = next(recs[n] for recs in found.values() if recs[n] is not None).members  # type: ignore[union-attr]
+            tree.replay_layer(kept, blob.what)
+        members.append(kept)
+    if tree.dropped:
+        log.info("dropped: %s", ", ".join(f"{n} {why}" for why, n in sorted(tree.dropped.items())))
+    return tree, members
+
+
+def _additions(p: ConvertPlan, config: ImageConfig) -> tuple[list[RootfsEntry], Ownership]:
+    if p.target == "sqsh":
+        from . import enroot_rootfs
+
+        return enroot_rootfs.entries(config, provenance=p.provenance), Ownership(all_root=True, fixperms=True)
+    from . import apptainer_rootfs
+
+    return apptainer_rootfs.entries(config, deffile=p.deffile, source_date_epoch=p.epoch), Ownership()
+
+
+def _target(p: ConvertPlan, tree: Tree, config: ImageConfig, found: list[Record | None], digests: list[str | None],
+            members: list[list[Member]], layers: _Layers, store: store_mod.Store, work: Path,
+            bar: Any) -> tuple[store_mod.Entry, Stats]:
+    from .convert import verifier
+
+    additions, own = _additions(p, config)
+    tree.add_entries(additions, tree.default_mtime)
+    packing = bar.add_task(f"squashfs {p.compression.label}", total=tree.total_bytes())
+    temp = store.temp_path(p.key, p.target)
+    try:
+        squash = temp if p.target == "sqsh" else work / f"rootfs-{p.key[:16]}.squashfs"
+        stats = _squashfs(p, tree, own, squash, found, layers, store, lambda n: bar.advance(packing, n))
+        if p.target == "sif":
+            from . import apptainer_rootfs
+            from .sif import write_apptainer_sif
+
+            write_apptainer_sif(temp, deffile=p.deffile.encode(), squashfs=squash, arch=config.architecture,
+                                oci_config=apptainer_rootfs.oci_config_json(config), source_date_epoch=p.epoch)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    meta = {"source": p.source.text, "source_digest": p.source_digest, "target": p.target,
+            "compression": p.compression.label, "created": int(time.time()), "source_date_epoch": p.epoch,
+            "reused_bytes": stats.copied, "compressed_bytes": stats.compressed}
+    entry = store.publish(p.key, p.target, temp, meta, verifier(p.target))
+    _record(p, entry, stats, digests, members, store)
+    return entry, stats
+
+
+def _squashfs(p: ConvertPlan, tree: Tree, own: Ownership, out: Path, found: list[Record | None],
+              layers: _Layers, store: store_mod.Store, advance: Callable[[int], None]) -> Stats:
+    """Write the squashfs, copying what the records offer; when an earlier image turns out changed or damaged,
+    its records are dropped and the squashfs is written again without them."""
+    records = Records(store.root)
+    decompress = decompressor(p.compression.algo)
+    mkfs_time = p.epoch if p.epoch is not None else int(time.time())
+    usable = {n: rec for n, rec in enumerate(found) if rec is not None}
+    while True:
+        earlier: dict[int, Earlier] = {}
+        try:
+            for n, rec in list(usable.items()):
+                try:
+                    earlier[n] = records.open(rec, decompress)
+                except OSError:  # removed since it was checked: convert that layer without it
+                    del usable[n]
+            return squashfs.build(out, p.compression, tree, own, mkfs_time=mkfs_time, progress=advance,
+                                  earlier=earlier, open_layer=layers.get)
+        except EarlierChanged as changed:
+            log.info("%s does not match its reuse records; converting without it", changed.path)
+            records.drop_artifact(usable.values(), changed.path)
+            usable = {n: r for n, r in usable.items() if str(records.artifacts / r.artifact) != changed.path}
+        finally:
+            for e in earlier.values():
+                os.close(e.fd)
+
+
+def _record(p: ConvertPlan, entry: store_mod.Entry, stats: Stats, digests: list[str | None],
+            members: list[list[Member]], store: store_mod.Store) -> None:
+    """Record where each layer's data lies in the published artifact, for the next conversion."""
+    base = 0
+    if p.target == "sif":
+        from .sif import read_sif
+
+        partition = read_sif(entry.path).primary_partition()
+        if partition is None:
+            return
+        base = partition.offset
+    st = entry.path.stat()
+    codec = _codec(p)
+    Records(store.root).save(
+        Record(digest, p.compression.label, codec, entry.path.name, (st.st_ino, st.st_size, st.st_mtime_ns), base,
+               stats.segments[n], members[n])
+        for n, digest in enumerate(digests) if digest)

@@ -1,0 +1,249 @@
+"""Reuse records: where each layer's data lies in the images the store holds, so a later conversion copies it.
+
+One record per (layer, compression, codec), under the store's root::
+
+    reuse/<sha256 of the key>.rec    "ckit-reuse 1\\n", the sha256 of the body in hex, "\\n", the body
+
+The body is zstd-compressed JSON: the key (the verified digest of the layer's bytes, compression, codec,
+block size, layout version); which stored artifact holds the layer's data (its file name in ``artifacts/``,
+its identity as published: inode, size, mtime in ns; where its squashfs starts); the layer's *segment* there
+(every file of a block or more: data offset in the layer → position, block size words, CRC32 of its stored
+bytes; every fragment group → position, size word, CRC32 and which of the group's files the block holds); and the layer's tar members as the header
+pass read them, so a reconversion does not even read a layer that it copies whole.
+
+Nothing in a record is trusted blindly. :meth:`Records.find` drops (and reports as absent) a record whose
+digest does not match its body, whose body does not parse, whose key differs, whose artifact is gone or is
+not the file that was published (any write changes its mtime), whose squashfs superblock is not the expected
+one, or whose positions fall outside the segment. While data is copied every range is checked against its
+CRC32 (:mod:`.squashfs_data`); a mismatch makes the conversion start again without that artifact's records.
+A record is written only for a layer whose bytes were verified against that digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import struct
+import tempfile
+from array import array
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .squashfs_blocks import BLOCK_SIZE, UNCOMPRESSED_BLOCK
+from .squashfs_data import Earlier, Segment, fragment_groups
+from .tarscan import DATA_TYPES, Member
+
+log = logging.getLogger("ckit.reuse")
+
+MAGIC = b"ckit-reuse 1\n"
+LAYOUT = 1  # bump when the data layout of a layer's segment changes
+MAX_RECORD = 512 << 20  # a record of a layer with a million files is tens of MB
+ARTIFACT_NAME = re.compile(r"[0-9a-f]{64}\.(sif|sqsh)")
+COMPRESSOR_IDS = {"gzip": 1, "xz": 4, "zstd": 6}
+FOLDED_PAX = ("path", "linkpath", "size", "uid", "gid", "mtime")  # already in the member's fields
+
+
+class BadRecord(Exception):  # noqa: N818 - internal: the record is dropped, never reported
+    pass
+
+
+@dataclass(frozen=True)
+class Record:
+    layer: str  # the verified digest of the layer's bytes (blob digest, or diff_id for an uncompressed tar)
+    compression: str  # e.g. "zstd:-3"
+    codec: str  # squashfs_writer.codec_version
+    artifact: str  # file name in the store's artifacts folder
+    stat: tuple[int, int, int]  # the artifact's inode, size and mtime (ns) as published
+    base: int  # where the squashfs starts in the artifact (a SIF's partition offset)
+    segment: Segment
+    members: list[Member]
+
+
+def record_key(layer: str, compression: str, codec: str) -> str:
+    text = json.dumps({"layer": layer, "compression": compression, "codec": codec, "block_size": BLOCK_SIZE,
+                       "layout": LAYOUT}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _member_row(m: Member) -> list[Any]:
+    pax = {k: v for k, v in m.pax_headers.items() if k not in FOLDED_PAX}
+    return [m.name, m.type.decode("latin-1"), m.mode, m.uid, m.gid, m.mtime, m.size, m.linkname, m.offset_data, pax]
+
+
+def _member(row: Any) -> Member:
+    name, kind, mode, uid, gid, mtime, size, linkname, offset, pax = row
+    if not (isinstance(name, str) and isinstance(kind, str) and len(kind) == 1 and isinstance(linkname, str)
+            and isinstance(pax, dict) and all(isinstance(v, int) and v >= 0 for v in (mode, uid, gid, size, offset))
+            and isinstance(mtime, int | float)):
+        raise BadRecord("malformed member")
+    return Member(name, kind.encode("latin-1"), mode, uid, gid, mtime, size, linkname, offset, offset,
+                  {str(k): str(v) for k, v in pax.items()})
+
+
+def encode(record: Record) -> bytes:
+    import zstandard
+
+    seg = record.segment
+    body = {"layer": record.layer, "compression": record.compression, "codec": record.codec,
+            "block_size": BLOCK_SIZE, "layout": LAYOUT, "artifact": record.artifact, "stat": list(record.stat),
+            "base": record.base, "start": seg.start, "end": seg.end,
+            "files": [[offset, at, list(words), crc] for offset, (at, words, crc) in seg.files.items()],
+            "groups": [[g, at, word, crc, list(alive)] for g, (at, word, crc, alive) in seg.groups.items()],
+            "members": [_member_row(m) for m in record.members]}
+    packed = zstandard.ZstdCompressor(level=3).compress(json.dumps(body, separators=(",", ":")).encode())
+    return MAGIC + hashlib.sha256(packed).hexdigest().encode() + b"\n" + packed
+
+
+def decode(raw: bytes) -> Record:
+    """A record from its bytes, with every field checked for shape (not yet against its artifact)."""
+    import zstandard
+
+    head = len(MAGIC) + 65
+    if not raw.startswith(MAGIC) or len(raw) < head or raw[head - 1:head] != b"\n":
+        raise BadRecord("not a record")
+    packed = raw[head:]
+    if hashlib.sha256(packed).hexdigest().encode() != raw[len(MAGIC):head - 1]:
+        raise BadRecord("digest mismatch")
+    try:
+        body = json.loads(zstandard.ZstdDecompressor().decompress(packed, max_output_size=8 * MAX_RECORD))
+        seg = Segment(_int(body["start"]), _int(body["end"]),
+                      {_int(o): (_int(at), tuple(_word(w) for w in words), _int(crc))
+                       for o, at, words, crc in body["files"]},
+                      {_int(g): (_int(at), _word(word), _int(crc), tuple(_int(n) for n in alive))
+                       for g, at, word, crc, alive in body["groups"]})
+        record = Record(str(body["layer"]), str(body["compression"]), str(body["codec"]), str(body["artifact"]),
+                        (_int(body["stat"][0]), _int(body["stat"][1]), _int(body["stat"][2])), _int(body["base"]),
+                        seg, [_member(row) for row in body["members"]])
+        if body["block_size"] != BLOCK_SIZE or body["layout"] != LAYOUT:
+            raise BadRecord("another layout")
+    except (zstandard.ZstdError, ValueError, KeyError, TypeError, IndexError) as err:
+        raise BadRecord(f"malformed: {err}") from err
+    return record
+
+
+def _int(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 1 << 64:
+        raise BadRecord(f"not a count: {value!r}")
+    return value
+
+
+def _word(value: Any) -> int:
+    word = _int(value)
+    if word & ~(UNCOMPRESSED_BLOCK | (UNCOMPRESSED_BLOCK - 1)) or (word and stored(word) == 0):
+        raise BadRecord(f"not a size word: {value!r}")
+    return word
+
+
+def stored(word: int) -> int:
+    return word & (UNCOMPRESSED_BLOCK - 1)
+
+
+def check_segment(record: Record) -> None:
+    """Every position inside the segment, every file and group one of the layer's, sizes that add up."""
+    seg = record.segment
+    length = seg.end - seg.start
+    if seg.start < 96 or length < 0:
+        raise BadRecord("segment out of bounds")
+    data: array[int] = array("q")
+    for m in record.members:
+        if m.type in DATA_TYPES and m.size > 0:
+            data.extend((m.offset_data, m.size))
+    sizes = dict(zip(data[::2], data[1::2], strict=True))
+    for offset, (at, words, _crc) in seg.files.items():
+        size = sizes.get(offset)
+        if size is None or size < BLOCK_SIZE or len(words) != -(-size // BLOCK_SIZE):
+            raise BadRecord("a file that is not one of the layer's")
+        if any(stored(w) > BLOCK_SIZE for w in words) or at + sum(stored(w) for w in words) > length:
+            raise BadRecord("a file out of bounds")
+    groups = fragment_groups(data)
+    for g, (at, word, _crc, alive) in seg.groups.items():
+        if g >= len(groups) or stored(word) > BLOCK_SIZE or at + stored(word) > length:
+            raise BadRecord("a fragment group out of bounds")
+        if not alive or list(alive) != sorted(set(alive)) or alive[-1] >= len(groups[g]):
+            raise BadRecord("a fragment group's members out of bounds")
+
+
+class Records:
+    """The records of one store (``root`` is the store's root folder)."""
+
+    def __init__(self, root: Path) -> None:
+        self.folder = Path(root) / "reuse"
+        self.artifacts = Path(root) / "artifacts"
+
+    def path(self, layer: str, compression: str, codec: str) -> Path:
+        return self.folder / f"{record_key(layer, compression, codec)}.rec"
+
+    def find(self, layer: str, compression: str, codec: str) -> Record | None:
+        """The record of ``layer``, checked against its key and its artifact; a bad one is removed."""
+        path = self.path(layer, compression, codec)
+        try:
+            with path.open("rb") as f:
+                raw = f.read(MAX_RECORD + 1)
+        except OSError:
+            return None
+        try:
+            if len(raw) > MAX_RECORD:
+                raise BadRecord("too large")
+            record = decode(raw)
+            if (record.layer, record.compression, record.codec) != (layer, compression, codec):
+                raise BadRecord("another key")
+            self._check_artifact(record)
+            check_segment(record)
+        except (BadRecord, OSError) as err:
+            log.info("reuse record %s dropped: %s", path.name, err)
+            path.unlink(missing_ok=True)
+            return None
+        return record
+
+    def _check_artifact(self, record: Record) -> None:
+        if not ARTIFACT_NAME.fullmatch(record.artifact):
+            raise BadRecord("not an artifact name")
+        path = self.artifacts / record.artifact
+        st = path.stat()  # gone: OSError, dropped
+        if (st.st_ino, st.st_size, st.st_mtime_ns) != record.stat:
+            raise BadRecord("the artifact changed since it was published")
+        with path.open("rb") as f:
+            f.seek(record.base)
+            head = f.read(96)
+        if len(head) < 96 or head[:4] != b"hsqs":
+            raise BadRecord("no squashfs where the record says")
+        block_size, comp = struct.unpack_from("<I", head, 12)[0], struct.unpack_from("<H", head, 20)[0]
+        bytes_used = struct.unpack_from("<Q", head, 40)[0]
+        algo = record.compression.partition(":")[0]
+        if block_size != BLOCK_SIZE or comp != COMPRESSOR_IDS.get(algo) or record.segment.end > bytes_used \
+                or record.base + bytes_used > st.st_size:
+            raise BadRecord("the squashfs does not match the record")
+
+    def open(self, record: Record, decompress: Any) -> Earlier:
+        """The record's segment, open for copying (the caller closes ``fd``)."""
+        path = self.artifacts / record.artifact
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        return Earlier(fd, record.base, record.segment, str(path), decompress)
+
+    def save(self, records: Iterable[Record]) -> None:
+        """Write records atomically; a record that cannot be written is only logged (reuse is an optimisation)."""
+        for record in records:
+            target = self.path(record.layer, record.compression, record.codec)
+            try:
+                self.folder.mkdir(parents=True, exist_ok=True)
+                fd, name = tempfile.mkstemp(prefix=".", suffix=".rec.tmp", dir=self.folder)
+                try:
+                    with os.fdopen(fd, "wb") as out:
+                        out.write(encode(record))
+                    os.replace(name, target)
+                except BaseException:
+                    Path(name).unlink(missing_ok=True)
+                    raise
+            except OSError as err:
+                log.warning("could not write the reuse record of %s: %s", record.layer, err)
+
+    def drop_artifact(self, records: Iterable[Record], artifact_path: str) -> None:
+        """Remove the given records that point at ``artifact_path`` (it was found changed or damaged)."""
+        for record in records:
+            if str(self.artifacts / record.artifact) == artifact_path:
+                self.path(record.layer, record.compression, record.codec).unlink(missing_ok=True)
