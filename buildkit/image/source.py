@@ -8,11 +8,14 @@ file on disk (the archive itself, a blob of the layout, or a spooled download), 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import logging
 import platform
 import tarfile
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +23,9 @@ from typing import Any
 from ..errors import ConfigError, ConvertError, IntegrityError
 from ..oci.digest import parse_digest
 from ..oci.layout import Descriptor, OciLayout, descriptor, json_object
-from . import SOURCE_FORMS
+from . import SOURCE_FORMS, engine_storage
+
+log = logging.getLogger("ckit.source")
 
 MAX_CONFIG = 16 << 20  # an image config (history included) is a few KiB; 16 MiB is generous
 SAVE_TIMEOUT = 600  # seconds the engine may stay silent during an image save
@@ -55,6 +60,10 @@ class LayerBlob:
     what: str  # how messages name it, e.g. "layer 2 (sha256:ab12…)"
     digest: str | None = None  # the blob's own digest (OCI layout, registry), checked as it is read
     diff_id: str | None = None  # the uncompressed tar's digest from the config, for blobs without a digest
+    # a layer assembled from an engine's storage rather than read from a file: its tar's bytes, and the same
+    # layer from the engine's save, for when the storage cannot be read after all
+    chunks: Callable[[], Iterator[bytes]] | None = None
+    fallback: Callable[[], LayerBlob] | None = None
 
 
 @dataclass(frozen=True)
@@ -242,16 +251,21 @@ class DockerArchiveSource(Source):
 class DaemonSource(Source):
     """An image in the engine behind the docker SDK (``DOCKER_HOST``: Docker or podman's service).
 
-    The image ID is the config digest, so identifying needs no save. Materialising spools ``image.save()``
-    (a docker-archive stream, written chunk by chunk, never held in memory) into the work dir: the archive
-    lists its layer order in ``manifest.json``, which a daemon may send last, and the flattener reads each
-    layer twice, so a seekable copy is needed anyway. All targets of one conversion share one materialisation
-    (:func:`.convert.execute_many`), so ``ckit build --to sif,sqsh`` saves the image once.
+    The image ID is the config digest, so identifying needs no save. Materialising reads podman's layers where
+    podman keeps them when it can (:mod:`.engine_storage`: no save at all, and only the layers a conversion
+    needs); otherwise it spools ``image.save()`` (a docker-archive stream, written chunk by chunk, never held
+    in memory) into the work dir: the archive lists its layer order in ``manifest.json``, which a daemon may
+    send last, and the flattener reads each layer twice, so a seekable copy is needed anyway. All targets of
+    one conversion share one materialisation (:func:`.convert.execute_many`), so ``ckit build --to sif,sqsh``
+    reads the image once.
     """
 
     def __init__(self, text: str, ref: str) -> None:
         self.text, self.ref, self.image_ref = text, ref, ref
         self._image: Any = None
+        self._daemon: Any = None
+        self._saved: DockerArchive | None = None
+        self._lock = threading.Lock()
 
     def _get(self) -> Any:
         if self._image is None:
@@ -261,7 +275,8 @@ class DaemonSource(Source):
             from ..engine.docker import connect
 
             try:
-                client = connect().client
+                self._daemon = connect()
+                client = self._daemon.client
                 client.api.timeout = SAVE_TIMEOUT  # a large image's save can be slow to start streaming
                 self._image = client.images.get(self.ref)
             except docker.errors.ImageNotFound as err:
@@ -279,8 +294,40 @@ class DaemonSource(Source):
         return Identity(None, image_id if image_id.startswith("sha256:") else "sha256:" + image_id)
 
     def materialize(self, workdir: Path, progress: Callable[[int], None] | None = None) -> Materialized:
-        archive = self.spool(workdir, progress)
-        return Materialized(archive.identify().config or b"", archive.layers())
+        stored = self._stored()
+        if stored is None:
+            archive = self.spool(workdir, progress)
+            return Materialized(archive.identify().config or b"", archive.layers())
+        blobs = []
+        for number, layer in enumerate(stored.layers, start=1):
+            blobs.append(LayerBlob(layer.tar_split, 0, layer.size, f"layer {number} ({short(layer.diff_id)})",
+                                   diff_id=layer.diff_id, chunks=functools.partial(engine_storage.assemble, layer),
+                                   fallback=functools.partial(self._saved_layer, number - 1, workdir, progress)))
+        return Materialized(stored.config, blobs)
+
+    def _stored(self) -> engine_storage.StoredImage | None:
+        """The image in podman's storage, when the engine is a local podman whose storage this user reads."""
+        image = self._get()
+        if not self._daemon.server.startswith("podman") or not self._daemon.address.startswith("unix://"):
+            return None
+        driver = image.attrs.get("GraphDriver") or {}
+        upper = (driver.get("Data") or {}).get("UpperDir") or ""
+        name = str(driver.get("Name") or "")
+        root = Path(upper).parents[2] if name == "overlay" and upper.endswith("/diff") else None
+        if root is None:
+            return None
+        try:
+            return engine_storage.find(root, name, self.identify().digest)
+        except engine_storage.Unreadable as err:
+            log.info("%s: reading the layers through the engine's save (%s)", self.text, err)
+            return None
+
+    def _saved_layer(self, index: int, workdir: Path, progress: Callable[[int], None] | None) -> LayerBlob:
+        """Layer ``index`` from the engine's save, made once for all layers that need it."""
+        with self._lock:
+            if self._saved is None:
+                self._saved = self.spool(workdir, progress)
+        return self._saved.layers()[index]
 
     def spool(self, workdir: Path, progress: Callable[[int], None] | None = None) -> DockerArchive:
         image = self._get()
