@@ -72,6 +72,22 @@ def _json(path: Path) -> Any:
         raise Unreadable(f"{path}: {err}") from err
 
 
+def locate(server: str, address: str, attrs: dict[str, Any], image_id: str) -> StoredImage | None:
+    """The image in podman's storage, when the engine is a local podman (``server``, ``address`` and the image's
+    inspect ``attrs`` as the engine reports them) whose storage this user can read; else None."""
+    driver = attrs.get("GraphDriver") or {}
+    upper = str((driver.get("Data") or {}).get("UpperDir") or "")
+    name = str(driver.get("Name") or "")
+    if not server.startswith("podman") or not address.startswith("unix://") or name not in DRIVERS \
+            or not upper.endswith("/diff"):
+        return None
+    try:
+        return find(Path(upper).parents[2], name, image_id)
+    except Unreadable as err:
+        log.info("reading the layers through the engine's save: %s", err.message)
+        return None
+
+
 def find(graphroot: Path, driver: str, image_id: str) -> StoredImage:
     """The image ``image_id`` (``sha256:…``, podman's ID is its config digest) in the store at ``graphroot``,
     with its config checked against the ID and its layer chain against the config's diff_ids."""

@@ -60,8 +60,7 @@ class LayerBlob:
     what: str  # how messages name it, e.g. "layer 2 (sha256:ab12…)"
     digest: str | None = None  # the blob's own digest (OCI layout, registry), checked as it is read
     diff_id: str | None = None  # the uncompressed tar's digest from the config, for blobs without a digest
-    # a layer assembled from an engine's storage rather than read from a file: its tar's bytes, and the same
-    # layer from the engine's save, for when the storage cannot be read after all
+    # a layer from an engine's storage: the tar's bytes, and the same layer from a save if the storage fails
     chunks: Callable[[], Iterator[bytes]] | None = None
     fallback: Callable[[], LayerBlob] | None = None
 
@@ -252,12 +251,9 @@ class DaemonSource(Source):
     """An image in the engine behind the docker SDK (``DOCKER_HOST``: Docker or podman's service).
 
     The image ID is the config digest, so identifying needs no save. Materialising reads podman's layers where
-    podman keeps them when it can (:mod:`.engine_storage`: no save at all, and only the layers a conversion
-    needs); otherwise it spools ``image.save()`` (a docker-archive stream, written chunk by chunk, never held
-    in memory) into the work dir: the archive lists its layer order in ``manifest.json``, which a daemon may
-    send last, and the flattener reads each layer twice, so a seekable copy is needed anyway. All targets of
-    one conversion share one materialisation (:func:`.convert.execute_many`), so ``ckit build --to sif,sqsh``
-    reads the image once.
+    podman keeps them when it can (:mod:`.engine_storage`: no save, and only the layers a conversion needs),
+    else spools ``image.save()`` into the work dir, chunk by chunk (the archive lists its layer order in
+    ``manifest.json``, which a daemon may send last, so a seekable copy is needed anyway).
     """
 
     def __init__(self, text: str, ref: str) -> None:
@@ -294,33 +290,16 @@ class DaemonSource(Source):
         return Identity(None, image_id if image_id.startswith("sha256:") else "sha256:" + image_id)
 
     def materialize(self, workdir: Path, progress: Callable[[int], None] | None = None) -> Materialized:
-        stored = self._stored()
+        digest = self.identify().digest  # connects first
+        stored = engine_storage.locate(self._daemon.server, self._daemon.address, self._get().attrs, digest)
         if stored is None:
             archive = self.spool(workdir, progress)
             return Materialized(archive.identify().config or b"", archive.layers())
-        blobs = []
-        for number, layer in enumerate(stored.layers, start=1):
-            blobs.append(LayerBlob(layer.tar_split, 0, layer.size, f"layer {number} ({short(layer.diff_id)})",
-                                   diff_id=layer.diff_id, chunks=functools.partial(engine_storage.assemble, layer),
-                                   fallback=functools.partial(self._saved_layer, number - 1, workdir, progress)))
-        return Materialized(stored.config, blobs)
-
-    def _stored(self) -> engine_storage.StoredImage | None:
-        """The image in podman's storage, when the engine is a local podman whose storage this user reads."""
-        image = self._get()
-        if not self._daemon.server.startswith("podman") or not self._daemon.address.startswith("unix://"):
-            return None
-        driver = image.attrs.get("GraphDriver") or {}
-        upper = (driver.get("Data") or {}).get("UpperDir") or ""
-        name = str(driver.get("Name") or "")
-        root = Path(upper).parents[2] if name == "overlay" and upper.endswith("/diff") else None
-        if root is None:
-            return None
-        try:
-            return engine_storage.find(root, name, self.identify().digest)
-        except engine_storage.Unreadable as err:
-            log.info("%s: reading the layers through the engine's save (%s)", self.text, err)
-            return None
+        saved = functools.partial(self._saved_layer, workdir=workdir, progress=progress)
+        return Materialized(stored.config, [
+            LayerBlob(layer.tar_split, 0, layer.size, f"layer {n} ({short(layer.diff_id)})", diff_id=layer.diff_id,
+                      chunks=functools.partial(engine_storage.assemble, layer), fallback=functools.partial(saved, n - 1))
+            for n, layer in enumerate(stored.layers, start=1)])
 
     def _saved_layer(self, index: int, workdir: Path, progress: Callable[[int], None] | None) -> LayerBlob:
         """Layer ``index`` from the engine's save, made once for all layers that need it."""
@@ -330,17 +309,15 @@ class DaemonSource(Source):
         return self._saved.layers()[index]
 
     def spool(self, workdir: Path, progress: Callable[[int], None] | None = None) -> DockerArchive:
-        image = self._get()
         path = workdir / "daemon-save.tar"
         with path.open("wb") as out:
-            for chunk in image.save(chunk_size=1 << 20, named=False):
+            for chunk in self._get().save(chunk_size=1 << 20, named=False):
                 out.write(chunk)
                 if progress:
                     progress(len(chunk))
         # The engine's image ID content-addresses the image: the config digest (podman, classic Docker) or,
         # with Docker's containerd store, the manifest digest. Either way it is a sound cache key.
-        archive = DockerArchive(path, None, self.text)
-        return archive
+        return DockerArchive(path, None, self.text)
 
 
 # --- OCI image layout ----------------------------------------------------------------------------------------

@@ -45,7 +45,7 @@ def test_podman_layers_are_read_from_its_storage_without_a_save(debian_image: st
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     direct = convert(f"docker-daemon:{debian_image}", "sqsh", store=Store(tmp_path / "direct"))
     assert saves == []  # nothing went through the engine's save
-    monkeypatch.setattr(DaemonSource, "_stored", lambda self: None)
+    monkeypatch.setattr(engine_storage, "locate", lambda *args: None)
     saved = convert(f"docker-daemon:{debian_image}", "sqsh", store=Store(tmp_path / "saved"))
     assert saves == [debian_image]
     assert direct.path.read_bytes() == saved.path.read_bytes()
