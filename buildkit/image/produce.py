@@ -14,6 +14,7 @@ the earlier image. After publishing, each target records its layers for the next
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import json
 import logging
 import os
@@ -79,36 +80,122 @@ def _created(config_blob: dict[str, Any]) -> int:
 
 def produce(plans: Sequence[ConvertPlan], store: store_mod.Store,
             progress: Callable[..., Any]) -> list[tuple[store_mod.Entry, Stats]]:
-    """Make and publish every plan's artifact (all plans convert the same source; hold their keys' locks)."""
-    for p in plans:
-        store.clean_temps(p.key)
-    source, epoch = plans[0].source, plans[0].epoch
-    with store.workdir(plans[0].key) as work, progress(transfer=True) as bar:
-        reading = bar.add_task("reading layers", total=None)
+    """Make and publish every plan's artifact (all plans convert the same source; hold their keys' locks).
 
-        def advance(n: int) -> None:
-            bar.advance(reading, n)
-
-        mat = source.materialize(work, advance)
-        try:
-            blob = json.loads(mat.config)
-        except ValueError as err:
-            raise ConvertError(f"{source.text}: the image config is not JSON: {err}") from err
-        config = ImageConfig.from_image_config(blob)
-        digests = [b.digest or b.diff_id for b in mat.layers]
-        records = Records(store.root)
-        found = {p.key: [records.find(d, p.compression.label, _codec(p)) if d else None for d in digests]
-                 for p in plans}
-        layers = _Layers(mat.layers, work, advance)
-        mtime = epoch if epoch is not None else _created(blob)
-        tree, members = _index(mat.layers, found, layers, mtime)
-        bar.update(reading, visible=False)
-        return [_target(p, tree.fork(), config, found[p.key], digests, members, layers, store, work, bar)
-                for p in plans]
+    Python's cyclic garbage collector is paused meanwhile: the index holds hundreds of thousands of objects that
+    live until the end, which each full collection would walk again (a third of a reconversion's CPU time)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for p in plans:
+            store.clean_temps(p.key)
+        with store.workdir(plans[0].key) as work, progress(transfer=True) as bar:
+            return _Production(plans, store, work, bar).run()
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _codec(p: ConvertPlan) -> str:
     return codec_version(p.compression.algo, p.compression.level)
+
+
+class _Production:
+    """What every target of one source shares: the image's config and layers, the index, the reuse records."""
+
+    def __init__(self, plans: Sequence[ConvertPlan], store: store_mod.Store, work: Path, bar: Any) -> None:
+        self.plans, self.store, self.work, self.bar = plans, store, work, bar
+        self.records = Records(store.root)
+
+    def run(self) -> list[tuple[store_mod.Entry, Stats]]:
+        source, epoch = self.plans[0].source, self.plans[0].epoch
+        reading = self.bar.add_task("reading layers", total=None)
+
+        def advance(n: int) -> None:
+            self.bar.advance(reading, n)
+
+        mat = source.materialize(self.work, advance)
+        try:
+            blob = json.loads(mat.config)
+        except ValueError as err:
+            raise ConvertError(f"{source.text}: the image config is not JSON: {err}") from err
+        self.config = ImageConfig.from_image_config(blob)
+        self.digests = [b.digest or b.diff_id for b in mat.layers]
+        found = {p.key: [self.records.find(d, p.compression.label, _codec(p)) if d else None for d in self.digests]
+                 for p in self.plans}
+        self.layers = _Layers(mat.layers, self.work, advance)
+        tree, self.members = _index(mat.layers, found, self.layers, epoch if epoch is not None else _created(blob))
+        self.bar.update(reading, visible=False)
+        return [self._target(p, tree.fork(), found[p.key]) for p in self.plans]
+
+    def _target(self, p: ConvertPlan, tree: Tree, found: list[Record | None]) -> tuple[store_mod.Entry, Stats]:
+        from .convert import verifier
+
+        additions, own = _additions(p, self.config)
+        tree.add_entries(additions, tree.default_mtime)
+        packing = self.bar.add_task(f"squashfs {p.compression.label}", total=tree.total_bytes())
+        temp = self.store.temp_path(p.key, p.target)
+        try:
+            squash = temp if p.target == "sqsh" else self.work / f"rootfs-{p.key[:16]}.squashfs"
+            stats = self._squashfs(p, tree, own, squash, found, lambda n: self.bar.advance(packing, n))
+            if p.target == "sif":
+                from . import apptainer_rootfs
+                from .sif import write_apptainer_sif
+
+                write_apptainer_sif(temp, deffile=p.deffile.encode(), squashfs=squash, arch=self.config.architecture,
+                                    oci_config=apptainer_rootfs.oci_config_json(self.config),
+                                    source_date_epoch=p.epoch)
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
+        meta = {"source": p.source.text, "source_digest": p.source_digest, "target": p.target,
+                "compression": p.compression.label, "created": int(time.time()), "source_date_epoch": p.epoch,
+                "reused_bytes": stats.copied, "compressed_bytes": stats.compressed}
+        entry = self.store.publish(p.key, p.target, temp, meta, verifier(p.target))
+        self._record(p, entry, stats)
+        return entry, stats
+
+    def _squashfs(self, p: ConvertPlan, tree: Tree, own: Ownership, out: Path, found: list[Record | None],
+                  advance: Callable[[int], None]) -> Stats:
+        """Write the squashfs, copying what the records offer; when an earlier image turns out changed or
+        damaged, its records are dropped and the squashfs is written again without them."""
+        decompress = decompressor(p.compression.algo)
+        mkfs_time = p.epoch if p.epoch is not None else int(time.time())
+        usable = {n: rec for n, rec in enumerate(found) if rec is not None}
+        while True:
+            earlier: dict[int, Earlier] = {}
+            try:
+                for n, rec in list(usable.items()):
+                    try:
+                        earlier[n] = self.records.open(rec, decompress)
+                    except OSError:  # removed since it was checked: convert that layer without it
+                        del usable[n]
+                return squashfs.build(out, p.compression, tree, own, mkfs_time=mkfs_time, progress=advance,
+                                      earlier=earlier, open_layer=self.layers.get)
+            except EarlierChanged as changed:
+                log.info("%s does not match its reuse records; converting without it", changed.path)
+                self.records.drop_artifact(usable.values(), changed.path)
+                usable = {n: r for n, r in usable.items()
+                          if str(self.records.artifacts / r.artifact) != changed.path}
+            finally:
+                for e in earlier.values():
+                    os.close(e.fd)
+
+    def _record(self, p: ConvertPlan, entry: store_mod.Entry, stats: Stats) -> None:
+        """Record where each layer's data lies in the published artifact, for the next conversion."""
+        base = 0
+        if p.target == "sif":
+            from .sif import read_sif
+
+            partition = read_sif(entry.path).primary_partition()
+            if partition is None:
+                return
+            base = partition.offset
+        st = entry.path.stat()
+        self.records.save(
+            Record(digest, p.compression.label, _codec(p), entry.path.name, (st.st_ino, st.st_size, st.st_mtime_ns),
+                   base, stats.segments[n], self.members[n])
+            for n, digest in enumerate(self.digests) if digest)
 
 
 def _index(blobs: Sequence[LayerBlob], found: dict[str, list[Record | None]], layers: _Layers,
@@ -140,78 +227,3 @@ def _additions(p: ConvertPlan, config: ImageConfig) -> tuple[list[RootfsEntry], 
     from . import apptainer_rootfs
 
     return apptainer_rootfs.entries(config, deffile=p.deffile, source_date_epoch=p.epoch), Ownership()
-
-
-def _target(p: ConvertPlan, tree: Tree, config: ImageConfig, found: list[Record | None], digests: list[str | None],
-            members: list[list[Member]], layers: _Layers, store: store_mod.Store, work: Path,
-            bar: Any) -> tuple[store_mod.Entry, Stats]:
-    from .convert import verifier
-
-    additions, own = _additions(p, config)
-    tree.add_entries(additions, tree.default_mtime)
-    packing = bar.add_task(f"squashfs {p.compression.label}", total=tree.total_bytes())
-    temp = store.temp_path(p.key, p.target)
-    try:
-        squash = temp if p.target == "sqsh" else work / f"rootfs-{p.key[:16]}.squashfs"
-        stats = _squashfs(p, tree, own, squash, found, layers, store, lambda n: bar.advance(packing, n))
-        if p.target == "sif":
-            from . import apptainer_rootfs
-            from .sif import write_apptainer_sif
-
-            write_apptainer_sif(temp, deffile=p.deffile.encode(), squashfs=squash, arch=config.architecture,
-                                oci_config=apptainer_rootfs.oci_config_json(config), source_date_epoch=p.epoch)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    meta = {"source": p.source.text, "source_digest": p.source_digest, "target": p.target,
-            "compression": p.compression.label, "created": int(time.time()), "source_date_epoch": p.epoch,
-            "reused_bytes": stats.copied, "compressed_bytes": stats.compressed}
-    entry = store.publish(p.key, p.target, temp, meta, verifier(p.target))
-    _record(p, entry, stats, digests, members, store)
-    return entry, stats
-
-
-def _squashfs(p: ConvertPlan, tree: Tree, own: Ownership, out: Path, found: list[Record | None],
-              layers: _Layers, store: store_mod.Store, advance: Callable[[int], None]) -> Stats:
-    """Write the squashfs, copying what the records offer; when an earlier image turns out changed or damaged,
-    its records are dropped and the squashfs is written again without them."""
-    records = Records(store.root)
-    decompress = decompressor(p.compression.algo)
-    mkfs_time = p.epoch if p.epoch is not None else int(time.time())
-    usable = {n: rec for n, rec in enumerate(found) if rec is not None}
-    while True:
-        earlier: dict[int, Earlier] = {}
-        try:
-            for n, rec in list(usable.items()):
-                try:
-                    earlier[n] = records.open(rec, decompress)
-                except OSError:  # removed since it was checked: convert that layer without it
-                    del usable[n]
-            return squashfs.build(out, p.compression, tree, own, mkfs_time=mkfs_time, progress=advance,
-                                  earlier=earlier, open_layer=layers.get)
-        except EarlierChanged as changed:
-            log.info("%s does not match its reuse records; converting without it", changed.path)
-            records.drop_artifact(usable.values(), changed.path)
-            usable = {n: r for n, r in usable.items() if str(records.artifacts / r.artifact) != changed.path}
-        finally:
-            for e in earlier.values():
-                os.close(e.fd)
-
-
-def _record(p: ConvertPlan, entry: store_mod.Entry, stats: Stats, digests: list[str | None],
-            members: list[list[Member]], store: store_mod.Store) -> None:
-    """Record where each layer's data lies in the published artifact, for the next conversion."""
-    base = 0
-    if p.target == "sif":
-        from .sif import read_sif
-
-        partition = read_sif(entry.path).primary_partition()
-        if partition is None:
-            return
-        base = partition.offset
-    st = entry.path.stat()
-    codec = _codec(p)
-    Records(store.root).save(
-        Record(digest, p.compression.label, codec, entry.path.name, (st.st_ino, st.st_size, st.st_mtime_ns), base,
-               stats.segments[n], members[n])
-        for n, digest in enumerate(digests) if digest)

@@ -41,7 +41,7 @@ class CopyRange:
 
 
 # (what to write, size word) per block; word 0 is a hole: nothing written
-Packed = list[tuple[bytes | memoryview | CopyRange, int]]
+Packed = list[tuple["bytes | memoryview | CopyRange | Written", int]]
 Done = Callable[[int, list[tuple[int, int]], list[bytes]], None]  # (job's start, (position, word) per block, data)
 
 
@@ -92,28 +92,41 @@ class Fragment:
         return [pack(compress, b"".join(read_piece(piece, self.what) for piece in self.pieces))]
 
 
-class Output:
-    """The image file, written sequentially through its descriptor (so copies and writes interleave)."""
+@dataclass(frozen=True)
+class Written:
+    """``size`` bytes a job already wrote at its place in the image (a copy whose position was known)."""
 
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
+    size: int
+
+
+class Output:
+    """The image file, written by position: the writer appends at ``pos``, and a copy job whose place is known
+    in advance writes there itself, on a worker, while other jobs run."""
+
+    def __init__(self, fd: int, pos: int = 0) -> None:
+        self.fd, self.pos = fd, pos
 
     def write(self, data: bytes | memoryview) -> int:
+        self.write_at(self.pos, data)
+        self.pos += len(data)
+        return len(data)
+
+    def write_at(self, pos: int, data: bytes | memoryview) -> None:
         view = memoryview(data)
         while view:
-            view = view[os.write(self.fd, view):]
-        return len(data)
+            n = os.pwrite(self.fd, view, pos)
+            view, pos = view[n:], pos + n
 
     def copy(self, source: CopyRange) -> None:
         offset, left = source.offset, source.size
         while left:
             try:
-                n = os.copy_file_range(source.fd, self.fd, left, offset)
+                n = os.copy_file_range(source.fd, self.fd, left, offset, self.pos)
             except OSError:  # not supported between these files: copy through memory
-                n = self.write(os.pread(source.fd, min(left, 8 << 20), offset))
+                n = self.write_at(self.pos, data := os.pread(source.fd, min(left, 8 << 20), offset)) or len(data)
             if n <= 0:
                 raise ConvertError("an earlier image ended early while it was copied")
-            offset, left = offset + n, left - n
+            offset, left, self.pos = offset + n, left - n, self.pos + n
 
 
 class _Local(threading.local):
@@ -126,12 +139,17 @@ class BlockWriter:
     ``submit`` returns at once unless the backlog is full. Each job's callback receives where its output starts,
     the (position, size word) of every block it wrote and the bytes written (for checksums)."""
 
-    def __init__(self, out: Output, start: int, make: Callable[[], Compress], jobs: int) -> None:
-        self.out, self.pos = out, start
+    def __init__(self, out: Output, make: Callable[[], Compress], jobs: int) -> None:
+        self.out = out
         self._make, self._local = make, _Local()
         self._pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="squashfs")
         self._pending: deque[tuple[Future[Packed], Done]] = deque()
         self._backlog = 2 * jobs + 4  # finished runs waiting to be written: memory stays a few MiB per thread
+        self._known: int | None = out.pos  # where the next job's output starts, while every size is known
+
+    @property
+    def pos(self) -> int:
+        return self.out.pos
 
     def _work(self, job: Callable[[Compress], Packed]) -> Packed:
         compress = self._local.compress
@@ -140,22 +158,30 @@ class BlockWriter:
         return job(compress)
 
     def submit(self, job: Callable[[Compress], Packed], done: Done) -> None:
+        """Queue ``job``. A job with a ``fixed`` output size learns its position (``dest``) while every job
+        before it has a fixed size too: then it can write its output itself."""
+        fixed = getattr(job, "fixed", None)
+        if fixed is None:
+            self._known = None
+        elif self._known is not None:
+            job.dest = self._known  # type: ignore[attr-defined]
+            self._known += fixed
         self._pending.append((self._pool.submit(self._work, job), done))
         while len(self._pending) > self._backlog:
             self._retire()
 
     def _retire(self) -> None:
         future, done = self._pending.popleft()
-        start = self.pos
+        start = self.out.pos
         placed, chunks = [], []
         for data, word in future.result():
-            placed.append((self.pos, word))
-            if isinstance(data, CopyRange):
+            placed.append((self.out.pos, word))
+            if isinstance(data, Written):
+                self.out.pos += data.size
+            elif isinstance(data, CopyRange):
                 self.out.copy(data)
-                self.pos += data.size
             elif word:
                 self.out.write(data)
-                self.pos += len(data)
                 chunks.append(data)  # type: ignore[arg-type]
         done(start, placed, chunks)
 

@@ -31,9 +31,11 @@ from .squashfs_blocks import (
     Compress,
     CopyRange,
     Fragment,
+    Output,
     Packed,
     Piece,
     Run,
+    Written,
     crc32,
     pack,
 )
@@ -141,31 +143,45 @@ def _checked(earlier: Earlier, at: int, size: int, crc: int) -> Iterator[bytes]:
 
 
 class _Copy:
-    """A range of an earlier image: its items' CRCs are checked on a worker, then the writer copies it."""
+    """A range of an earlier image: its items' CRCs are checked on a worker; the worker writes it too when its
+    place in the new image is known (``dest``), else the writer copies it once the jobs before it are written."""
 
-    __slots__ = ("earlier", "at", "size", "items")
+    __slots__ = ("earlier", "at", "fixed", "items", "out", "dest")
 
-    def __init__(self, earlier: Earlier, at: int) -> None:
-        self.earlier, self.at, self.size = earlier, at, 0
+    def __init__(self, earlier: Earlier, at: int, out: Output) -> None:
+        self.earlier, self.at, self.fixed, self.out = earlier, at, 0, out
         self.items: list[tuple[int, int, Callable[[int], None]]] = []  # (size, crc, called with its position)
+        self.dest: int | None = None
 
     def add(self, size: int, crc: int, place: Callable[[int], None]) -> None:
         self.items.append((size, crc, place))
-        self.size += size
+        self.fixed += size
 
     def __call__(self, compress: Compress) -> Packed:
-        at = self.at
+        at, dest = self.at, self.dest
         for size, crc, _ in self.items:
-            for _chunk in _checked(self.earlier, at, size, crc):
-                pass
+            for chunk in _checked(self.earlier, at, size, crc):
+                if dest is not None:
+                    self.out.write_at(dest, chunk)
+                    dest += len(chunk)
             at += size
-        start = self.earlier.base + self.earlier.segment.start + self.at
-        return [(CopyRange(self.earlier.fd, start, at - self.at), 0)]
+        if self.dest is not None:
+            return [(Written(self.fixed), 0)]
+        return [(CopyRange(self.earlier.fd, self.earlier.base + self.earlier.segment.start + self.at, self.fixed), 0)]
 
     def done(self, pos: int, _blocks: list[tuple[int, int]], _chunks: list[bytes]) -> None:
         for size, _, place in self.items:
             place(pos)
             pos += size
+
+
+class _Mark:
+    """An empty job: its callback learns where the output stands at that point."""
+
+    fixed = 0
+
+    def __call__(self, compress: Compress) -> Packed:
+        return []
 
 
 class _Refragment:
@@ -341,9 +357,9 @@ class DataWriter:
     # --- helpers ------------------------------------------------------------------------------------------------
     def _add_copy(self, earlier: Earlier, at: int, size: int, crc: int, place: Callable[[int], None]) -> None:
         copy = self._copy
-        if copy is None or copy.earlier is not earlier or copy.at + copy.size != at or copy.size >= COPY_LIMIT:
+        if copy is None or copy.earlier is not earlier or copy.at + copy.fixed != at or copy.fixed >= COPY_LIMIT:
             self._flush_copy()
-            copy = self._copy = _Copy(earlier, at)
+            copy = self._copy = _Copy(earlier, at, self.blocks.out)
         copy.add(size, crc, place)
 
     def _flush_copy(self) -> None:
@@ -353,7 +369,7 @@ class DataWriter:
 
     def _mark(self, call: Callable[[int], None]) -> None:
         self._flush_copy()
-        self.blocks.submit(lambda compress: [], lambda start, blocks, chunks: call(start))
+        self.blocks.submit(_Mark(), lambda start, blocks, chunks: call(start))
 
     def _count(self, size: int) -> None:
         self._total += size

@@ -1,26 +1,31 @@
 """Reuse records: where each layer's data lies in the images the store holds, so a later conversion copies it.
 
-One record per (layer, compression, codec), under the store's root::
+Two kinds of file per layer, under the store's root::
 
-    reuse/<sha256 of the key>.rec    "ckit-reuse 1\\n", the sha256 of the body in hex, "\\n", the body
+    reuse/<sha256 of the key>.rec       where the layer's data lies in one artifact, per (layer, compression, codec)
+    reuse/<layer digest hex>.members    the layer's tar members as the header pass read them (written once)
 
-The body is zstd-compressed JSON: the key (the verified digest of the layer's bytes, compression, codec,
-block size, layout version); which stored artifact holds the layer's data (its file name in ``artifacts/``,
-its identity as published: inode, size, mtime in ns; where its squashfs starts); the layer's *segment* there
-(every file of a block or more: data offset in the layer → position, block size words, CRC32 of its stored
-bytes; every fragment group → position, size word, CRC32 and which of the group's files the block holds); and the layer's tar members as the header
-pass read them, so a reconversion does not even read a layer that it copies whole.
+Each is a magic line, the sha256 of its body in hex on the next line, then the body: zstd-compressed JSON. A
+``.rec`` holds the key (the verified digest of the layer's bytes, compression, codec, block size, layout
+version); which stored artifact holds the data (its file name in ``artifacts/``, its identity as published:
+inode, size, mtime in ns; where its squashfs starts); the layer's *segment* there (every file of a block or
+more: data offset in the layer → position, block size words, CRC32 of its stored bytes; every fragment group →
+position, size word, CRC32 and which of the group's files the block holds); and the sha256 of the ``.members``
+body it was made with. The ``.members`` file holds the members column by column, so a reconversion does not
+even read a layer that it copies whole.
 
 Nothing in a record is trusted blindly. :meth:`Records.find` drops (and reports as absent) a record whose
 digest does not match its body, whose body does not parse, whose key differs, whose artifact is gone or is
 not the file that was published (any write changes its mtime), whose squashfs superblock is not the expected
-one, or whose positions fall outside the segment. While data is copied every range is checked against its
-CRC32 (:mod:`.squashfs_data`); a mismatch makes the conversion start again without that artifact's records.
-A record is written only for a layer whose bytes were verified against that digest.
+one, whose members file is not the one it was made with, or whose positions fall outside the segment or name
+a file that is not one of the layer's. While data is copied every range is checked against its CRC32
+(:mod:`.squashfs_data`); a mismatch makes the conversion start again without that artifact's records. A record
+is written only for a layer whose bytes were verified against that digest.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -40,12 +45,15 @@ from .tarscan import DATA_TYPES, Member
 
 log = logging.getLogger("ckit.reuse")
 
-MAGIC = b"ckit-reuse 1\n"
+MAGIC = b"ckit-reuse 2\n"
+MEMBERS_MAGIC = b"ckit-members 1\n"
 LAYOUT = 1  # bump when the data layout of a layer's segment changes
 MAX_RECORD = 512 << 20  # a record of a layer with a million files is tens of MB
 ARTIFACT_NAME = re.compile(r"[0-9a-f]{64}\.(sif|sqsh)")
+DIGEST = re.compile(r"[a-z0-9]+:[0-9a-f]{32,128}")
 COMPRESSOR_IDS = {"gzip": 1, "xz": 4, "zstd": 6}
 FOLDED_PAX = ("path", "linkpath", "size", "uid", "gid", "mtime")  # already in the member's fields
+COUNTS = ("mode", "uid", "gid", "size", "offset")
 
 
 class BadRecord(Exception):  # noqa: N818 - internal: the record is dropped, never reported
@@ -70,47 +78,74 @@ def record_key(layer: str, compression: str, codec: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _member_row(m: Member) -> list[Any]:
-    pax = {k: v for k, v in m.pax_headers.items() if k not in FOLDED_PAX}
-    return [m.name, m.type.decode("latin-1"), m.mode, m.uid, m.gid, m.mtime, m.size, m.linkname, m.offset_data, pax]
-
-
-def _member(row: Any) -> Member:
-    name, kind, mode, uid, gid, mtime, size, linkname, offset, pax = row
-    if not (isinstance(name, str) and isinstance(kind, str) and len(kind) == 1 and isinstance(linkname, str)
-            and isinstance(pax, dict) and all(isinstance(v, int) and v >= 0 for v in (mode, uid, gid, size, offset))
-            and isinstance(mtime, int | float)):
-        raise BadRecord("malformed member")
-    return Member(name, kind.encode("latin-1"), mode, uid, gid, mtime, size, linkname, offset, offset,
-                  {str(k): str(v) for k, v in pax.items()})
-
-
-def encode(record: Record) -> bytes:
+def _framed(magic: bytes, body: dict[str, Any]) -> bytes:
     import zstandard
 
-    seg = record.segment
-    body = {"layer": record.layer, "compression": record.compression, "codec": record.codec,
-            "block_size": BLOCK_SIZE, "layout": LAYOUT, "artifact": record.artifact, "stat": list(record.stat),
-            "base": record.base, "start": seg.start, "end": seg.end,
-            "files": [[offset, at, list(words), crc] for offset, (at, words, crc) in seg.files.items()],
-            "groups": [[g, at, word, crc, list(alive)] for g, (at, word, crc, alive) in seg.groups.items()],
-            "members": [_member_row(m) for m in record.members]}
     packed = zstandard.ZstdCompressor(level=3).compress(json.dumps(body, separators=(",", ":")).encode())
-    return MAGIC + hashlib.sha256(packed).hexdigest().encode() + b"\n" + packed
+    return magic + hashlib.sha256(packed).hexdigest().encode() + b"\n" + packed
 
 
-def decode(raw: bytes) -> Record:
-    """A record from its bytes, with every field checked for shape (not yet against its artifact)."""
+def _unframed(magic: bytes, raw: bytes) -> tuple[str, Any]:
+    """(the body's sha256, the body) of a framed file, its digest checked."""
     import zstandard
 
-    head = len(MAGIC) + 65
-    if not raw.startswith(MAGIC) or len(raw) < head or raw[head - 1:head] != b"\n":
+    head = len(magic) + 65
+    if not raw.startswith(magic) or len(raw) < head or raw[head - 1:head] != b"\n":
         raise BadRecord("not a record")
-    packed = raw[head:]
-    if hashlib.sha256(packed).hexdigest().encode() != raw[len(MAGIC):head - 1]:
+    packed, sha = raw[head:], raw[len(magic):head - 1].decode("ascii", "replace")
+    if hashlib.sha256(packed).hexdigest() != sha:
         raise BadRecord("digest mismatch")
     try:
-        body = json.loads(zstandard.ZstdDecompressor().decompress(packed, max_output_size=8 * MAX_RECORD))
+        return sha, json.loads(zstandard.ZstdDecompressor().decompress(packed, max_output_size=8 * MAX_RECORD))
+    except (zstandard.ZstdError, ValueError) as err:
+        raise BadRecord(f"malformed: {err}") from err
+
+
+def encode_members(members: list[Member]) -> bytes:
+    pax = {str(n): kept for n, m in enumerate(members)
+           if (kept := {k: v for k, v in m.pax_headers.items() if k not in FOLDED_PAX})}
+    return _framed(MEMBERS_MAGIC, {
+        "name": [m.name for m in members], "type": b"".join(m.type[:1] for m in members).decode("latin-1"),
+        "mode": [m.mode for m in members], "uid": [m.uid for m in members], "gid": [m.gid for m in members],
+        "mtime": [m.mtime for m in members], "size": [m.size for m in members],
+        "link": [m.linkname for m in members], "offset": [m.offset_data for m in members], "pax": pax})
+
+
+def decode_members(raw: bytes) -> tuple[str, list[Member]]:
+    sha, body = _unframed(MEMBERS_MAGIC, raw)
+    try:
+        names, types, mtimes, links, pax = body["name"], body["type"], body["mtime"], body["link"], body["pax"]
+        counts = [body[column] for column in COUNTS]
+        n = len(names)
+        if not (isinstance(types, str) and len(types) == n and isinstance(pax, dict)
+                and all(isinstance(c, list) and len(c) == n for c in (*counts, mtimes, links))
+                and all(type(v) is str for v in names) and all(type(v) is str for v in links)
+                and all(type(v) is int and 0 <= v < 1 << 64 for c in counts for v in c)
+                and all(type(v) in (int, float) for v in mtimes)):
+            raise BadRecord("malformed members")
+        extra = {int(k): {str(a): str(b) for a, b in v.items()} for k, v in pax.items()}
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise BadRecord(f"malformed members: {err}") from err
+    modes, uids, gids, sizes, offsets = counts
+    return sha, [Member(names[i], types[i].encode("latin-1"), modes[i], uids[i], gids[i], mtimes[i], sizes[i],
+                        links[i], offsets[i], offsets[i], extra.get(i, {})) for i in range(n)]
+
+
+def encode(record: Record, members_sha: str) -> bytes:
+    seg = record.segment
+    return _framed(MAGIC, {
+        "layer": record.layer, "compression": record.compression, "codec": record.codec, "block_size": BLOCK_SIZE,
+        "layout": LAYOUT, "artifact": record.artifact, "stat": list(record.stat), "base": record.base,
+        "start": seg.start, "end": seg.end, "members": members_sha,
+        "files": [[offset, at, list(words), crc] for offset, (at, words, crc) in seg.files.items()],
+        "groups": [[g, at, word, crc, list(alive)] for g, (at, word, crc, alive) in seg.groups.items()]})
+
+
+def decode(raw: bytes) -> tuple[Record, str]:
+    """A record (without its members yet) and the sha256 of the members it was made with, every field checked
+    for shape (not yet against its artifact)."""
+    _sha, body = _unframed(MAGIC, raw)
+    try:
         seg = Segment(_int(body["start"]), _int(body["end"]),
                       {_int(o): (_int(at), tuple(_word(w) for w in words), _int(crc))
                        for o, at, words, crc in body["files"]},
@@ -118,12 +153,12 @@ def decode(raw: bytes) -> Record:
                        for g, at, word, crc, alive in body["groups"]})
         record = Record(str(body["layer"]), str(body["compression"]), str(body["codec"]), str(body["artifact"]),
                         (_int(body["stat"][0]), _int(body["stat"][1]), _int(body["stat"][2])), _int(body["base"]),
-                        seg, [_member(row) for row in body["members"]])
+                        seg, [])
         if body["block_size"] != BLOCK_SIZE or body["layout"] != LAYOUT:
             raise BadRecord("another layout")
-    except (zstandard.ZstdError, ValueError, KeyError, TypeError, IndexError) as err:
+        return record, str(body["members"])
+    except (ValueError, KeyError, TypeError, IndexError) as err:
         raise BadRecord(f"malformed: {err}") from err
-    return record
 
 
 def _int(value: Any) -> int:
@@ -174,24 +209,31 @@ class Records:
     def __init__(self, root: Path) -> None:
         self.folder = Path(root) / "reuse"
         self.artifacts = Path(root) / "artifacts"
+        self._members: dict[str, tuple[str, list[Member]]] = {}  # layer digest → (body sha256, members)
 
     def path(self, layer: str, compression: str, codec: str) -> Path:
         return self.folder / f"{record_key(layer, compression, codec)}.rec"
 
+    def members_path(self, layer: str) -> Path:
+        if not DIGEST.fullmatch(layer):
+            raise BadRecord(f"not a digest: {layer!r}")
+        return self.folder / f"{layer.replace(':', '-')}.members"
+
     def find(self, layer: str, compression: str, codec: str) -> Record | None:
-        """The record of ``layer``, checked against its key and its artifact; a bad one is removed."""
+        """The record of ``layer``, checked against its key, its members and its artifact; a bad one is removed."""
         path = self.path(layer, compression, codec)
         try:
-            with path.open("rb") as f:
-                raw = f.read(MAX_RECORD + 1)
+            raw = _read(path)
         except OSError:
             return None
         try:
-            if len(raw) > MAX_RECORD:
-                raise BadRecord("too large")
-            record = decode(raw)
+            record, members_sha = decode(raw)
             if (record.layer, record.compression, record.codec) != (layer, compression, codec):
                 raise BadRecord("another key")
+            sha, members = self.members(layer)
+            if sha != members_sha:
+                raise BadRecord("made with other members")
+            record = dataclasses.replace(record, members=members)
             self._check_artifact(record)
             check_segment(record)
         except (BadRecord, OSError) as err:
@@ -199,6 +241,17 @@ class Records:
             path.unlink(missing_ok=True)
             return None
         return record
+
+    def members(self, layer: str) -> tuple[str, list[Member]]:
+        """The members file of ``layer`` (a damaged one is removed; OSError when there is none)."""
+        if layer not in self._members:
+            path = self.members_path(layer)
+            try:
+                self._members[layer] = decode_members(_read(path))
+            except BadRecord:
+                path.unlink(missing_ok=True)
+                raise
+        return self._members[layer]
 
     def _check_artifact(self, record: Record) -> None:
         if not ARTIFACT_NAME.fullmatch(record.artifact):
@@ -226,20 +279,19 @@ class Records:
         return Earlier(fd, record.base, record.segment, str(path), decompress)
 
     def save(self, records: Iterable[Record]) -> None:
-        """Write records atomically; a record that cannot be written is only logged (reuse is an optimisation)."""
+        """Write records atomically, and each layer's members file unless a sound one is there; what cannot be
+        written is only logged (reuse is an optimisation)."""
         for record in records:
-            target = self.path(record.layer, record.compression, record.codec)
             try:
-                self.folder.mkdir(parents=True, exist_ok=True)
-                fd, name = tempfile.mkstemp(prefix=".", suffix=".rec.tmp", dir=self.folder)
                 try:
-                    with os.fdopen(fd, "wb") as out:
-                        out.write(encode(record))
-                    os.replace(name, target)
-                except BaseException:
-                    Path(name).unlink(missing_ok=True)
-                    raise
-            except OSError as err:
+                    sha = self.members(record.layer)[0]
+                except (OSError, BadRecord):
+                    data = encode_members(record.members)
+                    _write(self.members_path(record.layer), data)
+                    sha = data.split(b"\n", 2)[1].decode()
+                    self._members[record.layer] = (sha, record.members)
+                _write(self.path(record.layer, record.compression, record.codec), encode(record, sha))
+            except (OSError, BadRecord) as err:
                 log.warning("could not write the reuse record of %s: %s", record.layer, err)
 
     def drop_artifact(self, records: Iterable[Record], artifact_path: str) -> None:
@@ -247,3 +299,23 @@ class Records:
         for record in records:
             if str(self.artifacts / record.artifact) == artifact_path:
                 self.path(record.layer, record.compression, record.codec).unlink(missing_ok=True)
+
+
+def _read(path: Path) -> bytes:
+    with path.open("rb") as f:
+        raw = f.read(MAX_RECORD + 1)
+    if len(raw) > MAX_RECORD:
+        raise BadRecord(f"{path.name} is too large")
+    return raw
+
+
+def _write(target: Path, data: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(name, target)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise

@@ -9,6 +9,8 @@ Field layouts follow the kernel's ``fs/squashfs/squashfs_fs.h``.
 from __future__ import annotations
 
 import struct
+import sys
+from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -177,7 +179,8 @@ class _Open:
     path: str
     number: int
     parent: int
-    pending: Iterator[str]
+    pending: Iterator[tuple[bytes, str]]  # (name, path) of each child, in name order
+    name: bytes = b""
     entries: list[_Entry] = field(default_factory=list)
     subdirs: int = 0
 
@@ -215,7 +218,8 @@ class Tables:
 
     def write(self) -> int:
         """Write every inode and directory listing; returns the root inode's reference."""
-        stack = [self._open("", 0)]
+        stack = [self._open("", b"", 0)]
+        nodes = self.tree.nodes
         while True:
             frame = stack[-1]
             child = next(frame.pending, None)
@@ -224,24 +228,27 @@ class Tables:
                 ref = self._close(frame)
                 if not stack:
                     return ref
-                stack[-1].entries.append(_Entry(_name(frame.path), DIR, ref, frame.number))
+                stack[-1].entries.append(_Entry(frame.name, DIR, ref, frame.number))
                 stack[-1].subdirs += 1
                 continue
-            node = self.tree.nodes[child]
+            name, path = child
+            node = nodes[path]
             if node.kind == "dir":
-                stack.append(self._open(child, frame.number))
+                stack.append(self._open(path, name, frame.number))
             else:
-                kind, ref, number = self._leaf(child, node)
-                frame.entries.append(_Entry(_name(child), kind, ref, number))
+                kind, ref, number = self._leaf(path, node)
+                frame.entries.append(_Entry(name, kind, ref, number))
 
-    def _open(self, path: str, parent: int) -> _Open:
-        children = sorted(self.tree.children.get(path, ()),
-                          key=lambda p: p.rpartition("/")[2].encode("utf-8", "surrogateescape"))
-        return _Open(path, self._dir_numbers[path], parent, iter(children))
+    def _open(self, path: str, name: bytes, parent: int) -> _Open:
+        children = sorted((_name(child), child) for child in self.tree.children.get(path, ()))
+        return _Open(path, self._dir_numbers[path], parent, iter(children), name)
 
     def _header(self, kind: int, meta: Meta, mode: int, number: int) -> bytes:
         uid, gid = (0, 0) if self.own.all_root else (meta.uid, meta.gid)
-        return struct.pack("<HHHHII", kind, mode & 0o7777, self.ids(uid), self.ids(gid), meta.mtime, number)
+        known = self.ids.index
+        uid_index = known[uid] if uid in known else self.ids(uid)
+        gid_index = known[gid] if gid in known else self.ids(gid)
+        return struct.pack("<HHHHII", kind, mode & 0o7777, uid_index, gid_index, meta.mtime, number)
 
     def _place(self, number: int) -> int:
         block, offset = self.inodes.ref()
@@ -286,19 +293,17 @@ class Tables:
             meta = inode.meta
             place = self.placements[id(inode)]
             links = self._links[id(inode)]
-            xattr = self.xattrs(meta.xattrs)
-            head = self._header
+            xattr = self.xattrs(meta.xattrs) if meta.xattrs else NO_XATTR
             mode = self.own.mode("file", meta.mode, depth)
-            sizes = struct.pack(f"<{len(place.blocks)}I", *place.blocks)
-            basic = links == 1 and xattr == NO_XATTR and not place.sparse
-            if basic and place.size < 1 << 32 and place.start < 1 << 32:
-                self.inodes.write(head(FILE, meta, mode, number) + struct.pack(
+            sizes = _words(place.blocks)
+            if links == 1 and xattr == NO_XATTR and not place.sparse and place.size < 1 << 32 \
+                    and place.start < 1 << 32:
+                self.inodes.write(self._header(FILE, meta, mode, number) + struct.pack(
                     "<IIII", place.start, place.fragment, place.fragment_offset, place.size) + sizes)
             else:
-                self.inodes.write(head(FILE + EXTENDED, meta, mode, number) + struct.pack(
+                self.inodes.write(self._header(FILE + EXTENDED, meta, mode, number) + struct.pack(
                     "<QQQIIII", place.start, place.size, place.sparse, links, place.fragment, place.fragment_offset,
-                    xattr)
-                    + sizes)
+                    xattr) + sizes)
             self._written[id(inode)] = (ref, number)
             return FILE, ref, number
         meta = node.meta
@@ -322,6 +327,16 @@ class Tables:
                 self.inodes.write(self._header(FIFO + EXTENDED, meta, mode, number) + struct.pack("<II", 1, xattr))
             return FIFO, ref, number
         raise ConvertError(f"/{path}: cannot store a {node.kind} in squashfs")
+
+
+def _words(blocks: list[int]) -> bytes:
+    """Block size words as the inode stores them (little-endian u32)."""
+    if not blocks:
+        return b""
+    words = array("I", blocks)
+    if sys.byteorder != "little":
+        words.byteswap()
+    return words.tobytes()
 
 
 def _listing(entries: list[_Entry]) -> tuple[bytes, list[tuple[int, bytes]]]:

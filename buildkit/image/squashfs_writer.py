@@ -108,11 +108,12 @@ def write(tree: Tree, path: Path, algo: str, level: int, *, own: Ownership | Non
     """Write ``tree`` as a squashfs image at ``path`` (created or truncated). ``earlier``: segments of earlier
     images to copy layers' data from; ``open_layer``: prepares a layer the tree was replayed for."""
     make = compressor(algo, level)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
     try:
-        out = Output(fd)
-        out.write(bytes(96))  # the superblock, written last
-        blocks = BlockWriter(out, 96, make, jobs or min(os.cpu_count() or 1, MAX_JOBS))
+        if os.fstat(fd).st_size:  # only then: on ext4, truncating makes close() flush the whole new file
+            os.ftruncate(fd, 0)
+        out = Output(fd, 96)  # the superblock is written last, at 0
+        blocks = BlockWriter(out, make, jobs or min(os.cpu_count() or 1, MAX_JOBS))
         data = DataWriter(tree, blocks, progress, earlier=earlier, open_layer=open_layer)
         try:
             placements = data.write_all()
@@ -123,7 +124,7 @@ def write(tree: Tree, path: Path, algo: str, level: int, *, own: Ownership | Non
         bytes_used, superblock = _tables(out, blocks.pos, tables, data.fragment_entries, make(),
                                          algo=algo, mkfs_time=mkfs_time)
         out.write(bytes(-bytes_used % 4096))
-        os.pwrite(fd, superblock, 0)
+        out.write_at(0, superblock)
     finally:
         os.close(fd)
     return Stats(tables.count, sum(p.size for p in placements.values()), bytes_used, data.segments,

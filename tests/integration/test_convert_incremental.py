@@ -199,9 +199,10 @@ def _reconvert(tmp_path: Path, damage) -> tuple[ConvertResult, bytes]:  # type: 
     return warm, convert(source, "sqsh", store=Store(tmp_path / "cold")).path.read_bytes()
 
 
-def test_a_damaged_record_is_dropped_and_the_conversion_is_full(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["rec", "members"])
+def test_a_damaged_record_is_dropped_and_the_conversion_is_full(kind: str, tmp_path: Path) -> None:
     def damage(store: Store, _artifact: Path) -> None:
-        for record in (store.root / "reuse").glob("*.rec"):
+        for record in (store.root / "reuse").glob(f"*.{kind}"):
             data = bytearray(record.read_bytes())
             data[-10] ^= 0xFF
             record.write_bytes(bytes(data))
@@ -214,6 +215,7 @@ def test_a_damaged_record_is_dropped_and_the_conversion_is_full(tmp_path: Path) 
     damaged = records.path(sha(_top("a")), "zstd:-3", codec_version("zstd", -3))
     assert damaged.exists() and records.find(sha(_top("a")), "zstd:-3", codec_version("zstd", -3)) is None
     assert not damaged.exists()  # dropped once looked up
+    assert not records.members_path(sha(_top("a"))).exists() or kind == "rec"
 
 
 def test_an_artifact_changed_behind_an_unchanged_mtime_is_caught_by_its_checksums(tmp_path: Path) -> None:

@@ -1,0 +1,337 @@
+"""Reconverting after a change of the top layer; directory lookups in ckit's images; conversion from the engine.
+
+The data (built once, cached in ``~/.cache/ckit-bench``): a Debian bookworm root made by ``mmdebstrap`` with
+compilers, LLVM, Go, Java, Rust and the Python science stack (about 3 GB of real files), split into six layers
+by path, plus a top layer of 50 MB of real files (``a``) and the same layer with every tenth file changed and
+one added (``b``), as an OCI layout with uncompressed layers and two tags.
+
+1. Reconversion: convert ``a``, then time ``b`` in the same store, against a cold conversion of ``b``; the two
+   outputs must be byte-identical (``SOURCE_DATE_EPOCH`` is set).
+2. Directory lookups, ckit's image against ``mksquashfs``'s image of the same tree (zstd:1 both), each freshly
+   loop-mounted: ``stat`` of every entry of a 20,000-file directory, and ``python3 -c "import …"`` of the stdlib
+   and numpy/scipy/pandas/matplotlib run in a chroot of the image (the image's own interpreter, libraries and
+   packages: lookups in ``/usr/lib/x86_64-linux-gnu`` and ``dist-packages``).
+3. ``ckit build demo --to sqsh`` with a cold store (the image is built; the conversion reads it from podman)
+   against ``ckit convert docker-archive:`` of the same image, both through the CLI.
+
+Every pair alternates, repeated; the value is the median ratio, the detail gives the range.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from buildkit.image.convert import convert
+from buildkit.image.flatten import as_layer_tars, flatten
+from buildkit.image.squashfs_writer import write
+from buildkit.store import Store
+from tests.bench import BenchResult
+from tests.infra import components
+
+CACHE = Path(os.environ.get("CKIT_BENCH_CACHE", Path.home() / ".cache" / "ckit-bench"))
+MIRROR = os.environ.get("CKIT_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+PACKAGES = ("llvm-14-dev,clang-14,openjdk-17-jdk-headless,rustc,libstd-rust-dev,g++,gfortran,python3-scipy,"
+            "python3-pandas,python3-matplotlib,libopenblas-dev")
+LAYERS = (  # path prefixes of layers 2…6; layer 1 holds the rest and every directory
+    ("usr/lib/x86_64-linux-gnu/",),
+    ("usr/lib/llvm-14/", "usr/include/llvm-14/"),
+    ("usr/lib/python3/", "usr/lib/python3.11/"),
+    ("usr/lib/go-1.19/", "usr/share/go-1.19/"),
+    ("usr/lib/jvm/", "usr/lib/rustlib/", "usr/lib/gcc/", "usr/include/boost/"),
+)
+TOP_FROM, TOP_SIZE = "usr/lib/python3/dist-packages/", 50 << 20
+NOT_IN_PYTHON_TREE = LAYERS[1] + LAYERS[3] + LAYERS[4]
+IMPORTS = ("json, email.mime.text, http.client, xml.etree.ElementTree, sqlite3, decimal, asyncio, argparse, "
+           "numpy, scipy.linalg, scipy.sparse, scipy.optimize, scipy.stats, pandas, matplotlib, matplotlib.pyplot")
+WIDE = 20_000
+REPEAT = 3
+EPOCH = "1700000000"
+
+
+def sh(*argv: str, **kw) -> subprocess.CompletedProcess[bytes]:  # type: ignore[no-untyped-def]
+    return subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)  # noqa: S603
+
+
+def timed(fn: Callable[[], object]) -> float:
+    began = time.monotonic()
+    fn()
+    return time.monotonic() - began
+
+
+def ratio_result(name: str, num: list[float], den: list[float], target: str, what: str) -> BenchResult:
+    ratios = sorted(n / d for n, d in zip(num, den, strict=True))
+    return BenchResult(name, statistics.median(ratios), target=target,
+                       detail=f"{what}; ratio {ratios[0]:.3f}–{ratios[-1]:.3f} over {len(ratios)} runs; "
+                              f"{statistics.median(num):.2f} s vs {statistics.median(den):.2f} s (medians)")
+
+
+# --- data -----------------------------------------------------------------------------------------------------
+def rootfs() -> Path:
+    """The mmdebstrap root as a tar, made once (temp file, then rename)."""
+    tag = hashlib.sha256(f"{PACKAGES} {MIRROR}".encode()).hexdigest()[:12]
+    path = CACHE / f"bookworm-{tag}.tar"
+    if not path.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            print(f"building the bench root with mmdebstrap into {path} (a few minutes, once)", file=sys.stderr)
+            sh("mmdebstrap", "--variant=minbase", "--mode=root", "--quiet", f"--include={PACKAGES}", "bookworm",
+               str(tmp), MIRROR, timeout=3600)
+            tmp.replace(path)
+        finally:
+            tmp.unlink(missing_ok=True)
+    return path
+
+
+def _layer_of(name: str, member: tarfile.TarInfo, links: dict[str, int]) -> int:
+    if member.islnk():
+        return links.get(member.linkname.removeprefix("./"), 0)
+    if member.isdir():
+        return 0
+    return next((n for n, prefixes in enumerate(LAYERS, 1) if name.startswith(prefixes)), 0)
+
+
+def _split(root: Path, work: Path) -> tuple[list[Path], list[tuple[str, bytes]]]:
+    """The root split into layer tars by path, and the files of the top layer."""
+    paths = [work / f"layer{n}.tar" for n in range(len(LAYERS) + 1)]
+    outs = [tarfile.open(p, "w", format=tarfile.PAX_FORMAT) for p in paths]  # noqa: SIM115
+    links: dict[str, int] = {}
+    top: list[tuple[str, bytes]] = []
+    top_size = 0
+    try:
+        with tarfile.open(root) as tar:
+            for member in tar:
+                name = member.name.removeprefix("./")
+                layer = _layer_of(name, member, links)
+                links[name] = layer
+                data = tar.extractfile(member) if member.isreg() else None
+                if data is not None and name.startswith(TOP_FROM) and top_size < TOP_SIZE:
+                    content = data.read()
+                    top.append((name[len(TOP_FROM):], content))
+                    top_size += len(content)
+                    data = io.BytesIO(content)
+                outs[layer].addfile(member, data)
+    finally:
+        for out in outs:
+            out.close()
+    return paths, top
+
+
+def _top(files: list[tuple[str, bytes]], variant: str, path: Path) -> Path:
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tar:
+        names = ["opt/app", *sorted({f"opt/app/{n}".rsplit("/", 1)[0] for n, _ in files} - {"opt/app"})]
+        for name in sorted(set(names)):
+            info = tarfile.TarInfo(name)
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, int(EPOCH)
+            tar.addfile(info)
+        for n, (name, data) in enumerate(files):
+            if variant == "b" and n % 10 == 0:
+                data += b"\n# changed for the next iteration\n"
+            info = tarfile.TarInfo(f"opt/app/{name}")
+            info.size, info.mode, info.mtime = len(data), 0o644, int(EPOCH)
+            tar.addfile(info, io.BytesIO(data))
+        if variant == "b":
+            info = tarfile.TarInfo("opt/app/NEW")
+            info.size, info.mtime = 4, int(EPOCH)
+            tar.addfile(info, io.BytesIO(b"new\n"))
+    return path
+
+
+def layout() -> Path:
+    """The OCI layout (uncompressed layers) with tags ``a`` and ``b``, made once."""
+    root = rootfs()
+    path = CACHE / f"layout-{root.stem}"
+    if (path / "index.json").exists():
+        return path
+    tmp = CACHE / f".layout-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "blobs" / "sha256").mkdir(parents=True)
+    layers, top = _split(root, tmp)
+    manifests = []
+    for tag in ("a", "b"):
+        blobs = [_blob(tmp, p) for p in [*layers, _top(top, tag, tmp / f"top-{tag}.tar")]]
+        config = json.dumps({"architecture": "amd64", "os": "linux", "created": "2023-11-14T22:13:20Z",
+                             "config": {"Cmd": ["/bin/bash"]},
+                             "rootfs": {"type": "layers", "diff_ids": [d for d, _ in blobs]}}).encode()
+        manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                               "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+                                          "digest": _put(tmp, config), "size": len(config)},
+                               "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": d,
+                                           "size": s} for d, s in blobs]}).encode()
+        manifests.append({"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": _put(tmp, manifest),
+                          "size": len(manifest), "annotations": {"org.opencontainers.image.ref.name": tag}})
+    (tmp / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": manifests}))
+    (tmp / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
+    tmp.rename(path)
+    return path
+
+
+def _blob(layout_dir: Path, tar: Path) -> tuple[str, int]:
+    digest = hashlib.sha256()
+    with tar.open("rb") as f:
+        while chunk := f.read(8 << 20):
+            digest.update(chunk)
+    target = layout_dir / "blobs" / "sha256" / digest.hexdigest()
+    if not target.exists():
+        os.link(tar, target)
+    return f"sha256:{digest.hexdigest()}", tar.stat().st_size
+
+
+def _put(layout_dir: Path, data: bytes) -> str:
+    digest = hashlib.sha256(data).hexdigest()
+    (layout_dir / "blobs" / "sha256" / digest).write_bytes(data)
+    return f"sha256:{digest}"
+
+
+# --- 1. reconversion ------------------------------------------------------------------------------------------
+def reconversion(work: Path) -> list[BenchResult]:
+    oci = layout()
+    size = sum(f.stat().st_size for f in (oci / "blobs" / "sha256").iterdir()) / 1e9
+    results = []
+    for target, runs in (("sqsh", REPEAT), ("sif", 2)):
+        cold_s, warm_s, same = [], [], True
+        for n in range(runs):
+            cold = convert(f"oci:{oci}:b", target, store=Store(work / f"cold-{target}-{n}"))
+            cold_s.append(cold.seconds)
+            store = Store(work / f"warm-{target}-{n}")
+            convert(f"oci:{oci}:a", target, store=store)
+            warm = convert(f"oci:{oci}:b", target, store=store)
+            warm_s.append(warm.seconds)
+            same = same and _digest(warm.path) == _digest(cold.path)
+            reused, compressed = warm.reused_bytes, warm.compressed_bytes
+            shutil.rmtree(work / f"cold-{target}-{n}")
+            shutil.rmtree(store.root)
+        results.append(ratio_result(f"reconvert after a top-layer change / cold conversion, {target}", warm_s, cold_s,
+                                    "<= 0.15", f"{size:.1f} GB image, 7 layers; output identical: {same}; "
+                                               f"{reused / 1e9:.2f} GB copied, {compressed / 1e6:.0f} MB compressed"))
+        if not same:
+            results.append(BenchResult(f"reconverted {target} equals the cold conversion", 0, target=">= 1"))
+    return results
+
+
+def _digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(8 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+# --- 2. directory lookups ---------------------------------------------------------------------------------------
+def _images(tar: Path, work: Path, name: str) -> tuple[Path, Path]:
+    """ckit's image of a layer tar and mksquashfs's image of the same tree unpacked, both zstd:1."""
+    ours, theirs, tree = work / f"{name}-ckit.sqsh", work / f"{name}-mksquashfs.sqsh", work / f"{name}-tree"
+    write(flatten(as_layer_tars([tar]), mtime=int(EPOCH)), ours, "zstd", 1, mkfs_time=int(EPOCH))
+    tree.mkdir()
+    sh("tar", "-C", str(tree), "--numeric-owner", "-xpf", str(tar))
+    sh("mksquashfs", str(tree), str(theirs), "-noappend", "-quiet", "-no-progress", "-comp", "zstd",
+       "-Xcompression-level", "1")
+    shutil.rmtree(tree)
+    return ours, theirs
+
+
+def _mounted(image: Path, where: Path, run: Callable[[Path], object]) -> float:
+    """Seconds ``run`` takes on a fresh loop mount of ``image`` (squashfs's caches start empty)."""
+    where.mkdir(exist_ok=True)
+    sh("mount", "-t", "squashfs", "-o", "loop,ro", str(image), str(where))
+    try:
+        return timed(lambda: run(where))
+    finally:
+        sh("umount", str(where))
+
+
+def _wide_tar(path: Path) -> Path:
+    with tarfile.open(path, "w") as tar:
+        info = tarfile.TarInfo("lib")
+        info.type, info.mode = tarfile.DIRTYPE, 0o755
+        tar.addfile(info)
+        for n in range(WIDE):
+            data = f"{n}\n".encode()
+            info = tarfile.TarInfo(f"lib/lib{n * 7919 % WIDE:05d}-{'abcdefgh'[n % 8] * (n % 23)}.so.{n % 9}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def lookups(work: Path) -> list[BenchResult]:
+    wide = _images(_wide_tar(work / "wide.tar"), work, "wide")
+
+    def stat_all(where: Path) -> None:
+        for name in sorted(os.listdir(where / "lib"), key=lambda n: hashlib.md5(n.encode()).digest()):  # noqa: S324
+            os.stat(where / "lib" / name)
+
+    stats: list[list[float]] = [[], []]
+    for _ in range(5):
+        for n, image in enumerate(wide):
+            stats[n].append(_mounted(image, work / "mnt", stat_all))
+    python = _images(_python_tar(work / "python.tar"), work, "python")
+
+    def imports(where: Path) -> None:
+        sh("chroot", str(where), "/usr/bin/python3", "-c", f"import {IMPORTS}",
+           env={"PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg", "HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1"})
+
+    runs: list[list[float]] = [[], []]
+    for _ in range(REPEAT + 2):
+        for n, image in enumerate(python):
+            runs[n].append(_mounted(image, work / "mnt", imports))
+    return [ratio_result(f"stat of {WIDE} entries of one directory, kernel mount: ckit / mksquashfs image", *stats,
+                         "<= 1.05", "a fresh mount per run; every name looked up once"),
+            ratio_result("python3 -c 'import numpy, scipy, pandas, matplotlib, …' in a chroot: ckit / mksquashfs",
+                         *runs, "<= 1.05", f"{python[0].stat().st_size / 1e6:.0f} MB image of the Debian root with "
+                                           "Python's science stack; a fresh mount per run")]
+
+
+def _python_tar(path: Path) -> Path:
+    """The bench root without the toolchains a Python import never touches (one layer)."""
+    with tarfile.open(rootfs()) as tar, tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as out:
+        for member in tar:
+            if not member.name.removeprefix("./").startswith(NOT_IN_PYTHON_TREE):
+                out.addfile(member, tar.extractfile(member) if member.isreg() else None)
+    return path
+
+
+# --- 3. from the engine ---------------------------------------------------------------------------------------
+def from_engine(work: Path) -> list[BenchResult]:
+    env = {**os.environ, "CKIT_CACHE_DIR": str(work / "engine-cache")}
+    cli = [sys.executable, "-m", "buildkit.cli"]
+    built = subprocess.run([*cli, "build", "demo", "--json"], env=env, check=True, capture_output=True)  # noqa: S603
+    ref = json.loads(built.stdout)["artifacts"][0]["ref"]
+    archive = work / "demo.tar"
+    sh("podman", "save", "-o", str(archive), ref)
+    engine_s, archive_s = [], []
+    for n in range(REPEAT):
+        for cache, argv, into in ((f"e{n}", [*cli, "build", "demo", "--to", "sqsh", "-o", str(work / f"out-e{n}")],
+                                   engine_s),
+                                  (f"a{n}", [*cli, "convert", f"docker-archive:{archive}", "--to", "sqsh"], archive_s)):
+            run_env = {**env, "CKIT_CACHE_DIR": str(work / f"cache-{cache}")}
+            into.append(timed(lambda argv=argv, run_env=run_env: subprocess.run(  # noqa: S603
+                argv, env=run_env, check=True, capture_output=True)))
+            shutil.rmtree(work / f"cache-{cache}", ignore_errors=True)
+    mb = archive.stat().st_size / 1e6
+    return [ratio_result("`ckit build demo --to sqsh` (cold conversion) / `ckit convert docker-archive:`", engine_s,
+                         archive_s, "<= 1.3", f"{mb:.0f} MB image, CLI wall time; podman's layers are read from its "
+                                              "storage, no save")]
+
+
+def run() -> list[BenchResult]:
+    started = components.start(["podman", "debian"])
+    os.environ.update(components.environment())
+    os.environ["SOURCE_DATE_EPOCH"] = EPOCH
+    work = Path(tempfile.mkdtemp(prefix="ckit-bench-incremental-"))
+    try:
+        return [*reconversion(work), *lookups(work), *from_engine(work)]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        components.stop([name for name, seconds in started.items() if seconds is not None])
