@@ -32,7 +32,7 @@ from .flatten import Tree
 from .layerfile import LayerTar, prepare
 from .model import ImageConfig, RootfsEntry
 from .source import LayerBlob
-from .squashfs_data import Earlier, EarlierChanged
+from .squashfs_copy import Earlier, EarlierChanged
 from .squashfs_reuse import Record, Records
 from .squashfs_writer import Ownership, Stats, codec_version, decompressor
 from .tarscan import Member

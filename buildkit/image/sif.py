@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import ConvertError
-from ..fsutil import atomic_path
+from ..fsutil import atomic_path, copy_into
 
 # --- constants (sylabs/sif sif.go, descriptor.go) -------------------------------------------------------------------------------
 MAGIC = b"SIF_MAGIC\x00"
@@ -194,10 +194,10 @@ def write_sif(
     out.write(bytes((DESCRIPTOR_CAPACITY - len(objects)) * DESCRIPTOR_SIZE))
     for padding, size, obj in layout:
         out.write(bytes(padding))
-        written = 0
-        for block in obj.chunks():
+        written = copy_into(obj.path, out) if obj.path is not None else None  # in the kernel, where possible
+        for block in obj.chunks() if written is None else ():
             out.write(block)
-            written += len(block)
+            written = (written or 0) + len(block)
         if written != size:
             raise ConvertError(f"{obj.path} changed size while it was written into the SIF ({size} → {written} bytes)")
 

@@ -18,6 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ..errors import ConvertError
+from ..fsutil import ALIGN, copy_range
 
 try:
     from isal.isal_zlib import crc32  # about ten times zlib's speed
@@ -41,7 +42,7 @@ class CopyRange:
 
 
 # (what to write, size word) per block; word 0 is a hole: nothing written
-Packed = list[tuple["bytes | memoryview | CopyRange | Written", int]]
+Packed = list[tuple[bytes | memoryview | CopyRange, int]]
 Done = Callable[[int, list[tuple[int, int]], list[bytes]], None]  # (job's start, (position, word) per block, data)
 
 
@@ -92,11 +93,7 @@ class Fragment:
         return [pack(compress, b"".join(read_piece(piece, self.what) for piece in self.pieces))]
 
 
-@dataclass(frozen=True)
-class Written:
-    """``size`` bytes a job already wrote at its place in the image (a copy whose position was known)."""
-
-    size: int
+ALIGNED = CopyRange(-1, 0, 0)  # a job's output: nothing, then up to the next block boundary
 
 
 class Output:
@@ -118,15 +115,8 @@ class Output:
             view, pos = view[n:], pos + n
 
     def copy(self, source: CopyRange) -> None:
-        offset, left = source.offset, source.size
-        while left:
-            try:
-                n = os.copy_file_range(source.fd, self.fd, left, offset, self.pos)
-            except OSError:  # not supported between these files: copy through memory
-                n = self.write_at(self.pos, data := os.pread(source.fd, min(left, 8 << 20), offset)) or len(data)
-            if n <= 0:
-                raise ConvertError("an earlier image ended early while it was copied")
-            offset, left, self.pos = offset + n, left - n, self.pos + n
+        copy_range(source.fd, source.offset, self.fd, self.pos, source.size)
+        self.pos += source.size
 
 
 class _Local(threading.local):
@@ -137,13 +127,20 @@ class BlockWriter:
     """Runs block jobs (read + compress) on a thread pool and writes their output in submission order.
 
     ``submit`` returns at once unless the backlog is full. Each job's callback receives where its output starts,
-    the (position, size word) of every block it wrote and the bytes written (for checksums)."""
+    the (position, size word) of every block it wrote and the bytes written (for checksums).
+
+    A job with a ``fixed`` output size (a copy, an alignment, a mark) submitted while every job before it has
+    one too is *placed* at once: it learns its position (``dest``), its callback runs right away, and a copy
+    runs on a separate pool of I/O threads and writes its output itself. So the metadata tables can be built
+    while the copies still run; :meth:`finish` waits for them."""
 
     def __init__(self, out: Output, make: Callable[[], Compress], jobs: int) -> None:
         self.out = out
         self._make, self._local = make, _Local()
         self._pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="squashfs")
+        self._io = ThreadPoolExecutor(max_workers=2, thread_name_prefix="squashfs-copy")
         self._pending: deque[tuple[Future[Packed], Done]] = deque()
+        self._placed: list[Future[Packed]] = []
         self._backlog = 2 * jobs + 4  # finished runs waiting to be written: memory stays a few MiB per thread
         self._known: int | None = out.pos  # where the next job's output starts, while every size is known
 
@@ -158,14 +155,18 @@ class BlockWriter:
         return job(compress)
 
     def submit(self, job: Callable[[Compress], Packed], done: Done) -> None:
-        """Queue ``job``. A job with a ``fixed`` output size learns its position (``dest``) while every job
-        before it has a fixed size too: then it can write its output itself."""
+        """Queue ``job`` (or place it at once, see the class)."""
         fixed = getattr(job, "fixed", None)
-        if fixed is None:
-            self._known = None
-        elif self._known is not None:
+        if fixed is not None and self._known is not None:
+            size = fixed if fixed >= 0 else -self._known % ALIGN
             job.dest = self._known  # type: ignore[attr-defined]
-            self._known += fixed
+            if fixed > 0:
+                self._placed.append(self._io.submit(self._work, job))
+            done(self._known, [(self._known, 0)] if fixed > 0 else [], [])
+            self._known += size
+            self.out.pos = self._known
+            return
+        self._known = None
         self._pending.append((self._pool.submit(self._work, job), done))
         while len(self._pending) > self._backlog:
             self._retire()
@@ -176,8 +177,8 @@ class BlockWriter:
         placed, chunks = [], []
         for data, word in future.result():
             placed.append((self.out.pos, word))
-            if isinstance(data, Written):
-                self.out.pos += data.size
+            if data is ALIGNED:  # a hole up to the next block boundary: it reads as zeros
+                self.out.pos += -self.out.pos % ALIGN
             elif isinstance(data, CopyRange):
                 self.out.copy(data)
             elif word:
@@ -186,11 +187,19 @@ class BlockWriter:
         done(start, placed, chunks)
 
     def drain(self) -> None:
+        """Write every queued job's output (placed copies may still run: see :meth:`finish`)."""
         while self._pending:
             self._retire()
 
+    def finish(self) -> None:
+        """Wait for the placed copies; the first failure is raised."""
+        while self._placed:
+            self._placed.pop(0).result()
+
     def close(self) -> None:
-        for future, _ in self._pending:
+        for future in [*(f for f, _ in self._pending), *self._placed]:
             future.cancel()
         self._pending.clear()
+        self._placed.clear()
         self._pool.shutdown(wait=True)
+        self._io.shutdown(wait=True)

@@ -6,10 +6,11 @@ by the layer's complete list of data members, deleted ones included, and a group
 files that survive. So the bytes of a layer's segment depend on the layer, on which of its files survive and on
 the options, never on other layers: a deletion in an upper layer changes only the groups it touches.
 
-That is what makes reuse byte-exact: a layer converted before (a :class:`Segment` of an earlier image, found in
-a record) has its files' compressed blocks and its fragment blocks that hold the same files copied from that
-image (``copy_file_range``) and only what is new is compressed. A group that lost members since is decompressed
-from the earlier image and packed again. Every copied range is checked against the CRC32 the record keeps before it is used.
+That is what makes reuse byte-exact: a layer converted before (a :class:`.squashfs_copy.Segment` of an earlier
+image, found in a record) has its files' compressed blocks and its fragment blocks that hold the same files
+copied from that image (:mod:`.squashfs_copy`) and only what is new is compressed. A group that lost members
+since is decompressed from the earlier image and packed again. Each segment starts and ends on a 4 KiB boundary,
+so a layer copied whole is equally aligned in both files and a file system with reflinks shares its blocks.
 """
 
 from __future__ import annotations
@@ -18,46 +19,19 @@ import functools
 import itertools
 import os
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import ConvertError
 from .flatten import Inode, Tree
 from .layerfile import LayerTar
-from .squashfs_blocks import (
-    BLOCK_SIZE,
-    UNCOMPRESSED_BLOCK,
-    BlockWriter,
-    Compress,
-    CopyRange,
-    Fragment,
-    Output,
-    Packed,
-    Piece,
-    Run,
-    Written,
-    crc32,
-    pack,
-)
+from .squashfs_blocks import BLOCK_SIZE, BlockWriter, Fragment, Piece, Run, crc32
+from .squashfs_copy import Align, Copy, Earlier, Mark, Refragment, Segment, stored
 
 NO_FRAGMENT = 0xFFFFFFFF
 PROGRESS_STEP = 4 << 20
 RUN_BLOCKS = 8  # blocks per worker job: 1 MiB, few enough handoffs between threads
 COPY_LIMIT = 64 << 20  # bytes per copy job: big enough to be cheap, small enough to check in steps
-CHECK_CHUNK = 8 << 20
-
-
-class EarlierChanged(Exception):  # noqa: N818 - a signal to convert from scratch, never shown to the user
-    """A copied range of an earlier image does not match its record: that image changed or is damaged."""
-
-    def __init__(self, path: str) -> None:
-        super().__init__(path)
-        self.path = path
-
-
-def stored(word: int) -> int:
-    """Bytes a block's size word stands for in the image (0 for a hole)."""
-    return word & (UNCOMPRESSED_BLOCK - 1)
 
 
 @dataclass(slots=True)
@@ -91,28 +65,6 @@ class Placement:
             self.start, self.started = pos, True
 
 
-@dataclass
-class Segment:
-    """One layer's data in one image, as a record keeps it; positions count from the segment's start."""
-
-    start: int = 0
-    end: int = 0
-    files: dict[int, tuple[int, tuple[int, ...], int]] = field(default_factory=dict)  # offset → (at, words, crc)
-    # fragment group → (at, size word, crc, which of the group's members the block holds, by index)
-    groups: dict[int, tuple[int, int, int, tuple[int, ...]]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Earlier:
-    """A segment of an earlier image, open for copying: ``base`` is where its squashfs starts in the file."""
-
-    fd: int
-    base: int
-    segment: Segment
-    path: str
-    decompress: Callable[[bytes, int], bytes]
-
-
 def fragment_groups(data: array[int]) -> list[list[tuple[int, int]]]:
     """Small data members (offset, size) packed greedily, in tar order, into groups of at most one block."""
     groups: list[list[tuple[int, int]]] = []
@@ -128,82 +80,37 @@ def fragment_groups(data: array[int]) -> list[list[tuple[int, int]]]:
     return groups
 
 
-def _checked(earlier: Earlier, at: int, size: int, crc: int) -> Iterator[bytes]:
-    """The bytes at ``at`` of the earlier segment, in chunks, checked against ``crc`` once all are read."""
-    got, done = 0, 0
-    while done < size:
-        chunk = os.pread(earlier.fd, min(CHECK_CHUNK, size - done), earlier.base + earlier.segment.start + at + done)
-        if not chunk:
-            raise EarlierChanged(earlier.path)
-        got = crc32(chunk, got)
-        done += len(chunk)
-        yield chunk
-    if got != crc:
-        raise EarlierChanged(earlier.path)
+class _At:
+    """A rootfs addition as a member of its layer's data: all additions sit at offset 0, so number them."""
+
+    __slots__ = ("offset", "inode", "size")
+
+    def __init__(self, offset: int, inode: Inode) -> None:
+        self.offset, self.inode, self.size = offset, inode, inode.size
 
 
-class _Copy:
-    """A range of an earlier image: its items' CRCs are checked on a worker; the worker writes it too when its
-    place in the new image is known (``dest``), else the writer copies it once the jobs before it are written."""
-
-    __slots__ = ("earlier", "at", "fixed", "items", "out", "dest")
-
-    def __init__(self, earlier: Earlier, at: int, out: Output) -> None:
-        self.earlier, self.at, self.fixed, self.out = earlier, at, 0, out
-        self.items: list[tuple[int, int, Callable[[int], None]]] = []  # (size, crc, called with its position)
-        self.dest: int | None = None
-
-    def add(self, size: int, crc: int, place: Callable[[int], None]) -> None:
-        self.items.append((size, crc, place))
-        self.fixed += size
-
-    def __call__(self, compress: Compress) -> Packed:
-        at, dest = self.at, self.dest
-        for size, crc, _ in self.items:
-            for chunk in _checked(self.earlier, at, size, crc):
-                if dest is not None:
-                    self.out.write_at(dest, chunk)
-                    dest += len(chunk)
-            at += size
-        if self.dest is not None:
-            return [(Written(self.fixed), 0)]
-        return [(CopyRange(self.earlier.fd, self.earlier.base + self.earlier.segment.start + self.at, self.fixed), 0)]
-
-    def done(self, pos: int, _blocks: list[tuple[int, int]], _chunks: list[bytes]) -> None:
-        for size, _, place in self.items:
-            place(pos)
-            pos += size
-
-
-class _Mark:
-    """An empty job: its callback learns where the output stands at that point."""
-
-    fixed = 0
-
-    def __call__(self, compress: Compress) -> Packed:
-        return []
-
-
-class _Refragment:
-    """A group of an earlier image that lost members: its block decompressed, the survivors packed again."""
-
-    __slots__ = ("earlier", "old", "sizes", "keep")
-
-    def __init__(self, earlier: Earlier, old: tuple[int, int, int], sizes: list[int], keep: list[int]) -> None:
-        self.earlier, self.old, self.sizes, self.keep = earlier, old, sizes, keep
-
-    def __call__(self, compress: Compress) -> Packed:
-        at, word, crc = self.old
-        raw = b"".join(_checked(self.earlier, at, stored(word), crc))
-        total = sum(self.sizes)
-        try:
-            data = raw if word & UNCOMPRESSED_BLOCK else self.earlier.decompress(raw, total)
-        except Exception as err:  # any codec error: the earlier image is not what its record says
-            raise EarlierChanged(self.earlier.path) from err
-        if len(data) != total:
-            raise EarlierChanged(self.earlier.path)
-        starts = list(itertools.accumulate(self.sizes, initial=0))
-        return [pack(compress, b"".join(data[starts[n]:starts[n] + self.sizes[n]] for n in self.keep))]
+def _survivors(data: array[int], smalls: list) -> tuple[list[list[int]], dict[int, list[tuple[int, Inode]]]]:  # type: ignore[type-arg]
+    """The layer's fragment groups (each a list of member sizes, as :func:`fragment_groups` packs them) and,
+    per group with survivors, (index in the group, inode) of each surviving small file. ``smalls`` are the
+    surviving small files in offset order: one walk along both lists."""
+    groups: list[list[int]] = []
+    survivors: dict[int, list[tuple[int, Inode]]] = {}
+    fill, k, upcoming = BLOCK_SIZE, 0, smalls[0].offset if smalls else -1
+    for offset, size in zip(data[::2], data[1::2], strict=True):
+        if size >= BLOCK_SIZE:
+            continue
+        if fill + size > BLOCK_SIZE:
+            groups.append([])
+            fill = 0
+        group = groups[-1]
+        if offset == upcoming:
+            small = smalls[k]
+            survivors.setdefault(len(groups) - 1, []).append((len(group), getattr(small, "inode", small)))
+            k += 1
+            upcoming = smalls[k].offset if k < len(smalls) else -1
+        group.append(size)
+        fill += size
+    return groups, survivors
 
 
 class DataWriter:
@@ -223,7 +130,7 @@ class DataWriter:
         self._reported = self._total = 0
         self._fds: dict[int, int] = {}
         self._tars: dict[int, LayerTar] = {}
-        self._copy: _Copy | None = None
+        self._copy: Copy | None = None
 
     def write_all(self) -> dict[int, Placement]:
         placements: dict[int, Placement] = {}
@@ -247,6 +154,7 @@ class DataWriter:
     # --- one layer ----------------------------------------------------------------------------------------------
     def _layer(self, number: int, inodes: list[Inode], placements: dict[int, Placement]) -> Segment:
         segment = Segment()
+        self._align()
         self._mark(lambda pos: setattr(segment, "start", pos))
         earlier = self.earlier.get(number)
         bigs = []
@@ -260,6 +168,7 @@ class DataWriter:
         groups = self._groups(number, inodes, placements, earlier)
         self._flush_copy()
         self._mark(lambda pos: setattr(segment, "end", pos))
+        self._align()
 
         def finish(_pos: int) -> None:  # every job of the layer has been written: positions are known
             segment.files = {inode.offset: (place.start - segment.start if place.started else 0,
@@ -296,21 +205,11 @@ class DataWriter:
         [the block's crc] once written and which members it holds (for the record)."""
         smalls = [inode for inode in inodes if 0 < inode.size < BLOCK_SIZE]
         if number < len(self.tree.layers):
-            groups = fragment_groups(self.tree.data[number])
-            where = {offset: (g, n) for g, group in enumerate(groups) for n, (offset, _) in enumerate(group)}
+            groups, survivors = _survivors(self.tree.data[number], smalls)
         else:  # the rootfs additions: packed as they come, no record
-            groups, where, fill, earlier = [], {}, BLOCK_SIZE, None
-            for inode in smalls:
-                if fill + inode.size > BLOCK_SIZE:
-                    groups.append([])
-                    fill = 0
-                where[id(inode)] = (len(groups) - 1, len(groups[-1]))
-                groups[-1].append((inode.offset, inode.size))
-                fill += inode.size
-        survivors: dict[int, list[tuple[int, Inode]]] = {}
-        for inode in smalls:
-            g, n = where[inode.offset] if number < len(self.tree.layers) else where[id(inode)]
-            survivors.setdefault(g, []).append((n, inode))
+            earlier = None
+            offsets = array("q", (v for n, inode in enumerate(smalls) for v in (n, inode.size)))
+            groups, survivors = _survivors(offsets, [_At(n, inode) for n, inode in enumerate(smalls)])
         written: dict[int, tuple[int, list[int], tuple[int, ...]]] = {}
         for g in sorted(survivors):
             index = len(self.fragment_entries)
@@ -325,7 +224,7 @@ class DataWriter:
             self._group(g, index, [inode for _, inode in survivors[g]], alive, groups[g], written[g][1], earlier)
         return written
 
-    def _group(self, g: int, index: int, members: list[Inode], alive: tuple[int, ...], group: list[tuple[int, int]],
+    def _group(self, g: int, index: int, members: list[Inode], alive: tuple[int, ...], group: list[int],
                crc: list[int], earlier: Earlier | None) -> None:
         def done(_start: int, placed: list[tuple[int, int]], chunks: list[bytes]) -> None:
             self.fragment_entries[index] = placed[0]
@@ -347,7 +246,7 @@ class DataWriter:
         if old is not None and set(alive) <= set(old[3]):  # fewer files: unpack the earlier block, pack again
             assert earlier is not None
             keep = [old[3].index(n) for n in alive]
-            self.blocks.submit(_Refragment(earlier, old[:3], [group[n][1] for n in old[3]], keep), done)
+            self.blocks.submit(Refragment(earlier, old[:3], [group[n] for n in old[3]], keep), done)
             self.copied += size
             return
         self.compressed += size
@@ -359,7 +258,7 @@ class DataWriter:
         copy = self._copy
         if copy is None or copy.earlier is not earlier or copy.at + copy.fixed != at or copy.fixed >= COPY_LIMIT:
             self._flush_copy()
-            copy = self._copy = _Copy(earlier, at, self.blocks.out)
+            copy = self._copy = Copy(earlier, at, self.blocks.out)
         copy.add(size, crc, place)
 
     def _flush_copy(self) -> None:
@@ -367,9 +266,13 @@ class DataWriter:
             self.blocks.submit(self._copy, self._copy.done)
             self._copy = None
 
+    def _align(self) -> None:
+        self._flush_copy()
+        self.blocks.submit(Align(), lambda start, blocks, chunks: None)
+
     def _mark(self, call: Callable[[int], None]) -> None:
         self._flush_copy()
-        self.blocks.submit(_Mark(), lambda start, blocks, chunks: call(start))
+        self.blocks.submit(Mark(), lambda start, blocks, chunks: call(start))
 
     def _count(self, size: int) -> None:
         self._total += size

@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from .squashfs_blocks import BLOCK_SIZE, UNCOMPRESSED_BLOCK
-from .squashfs_data import Earlier, Segment, fragment_groups
+from .squashfs_copy import Earlier, Segment
+from .squashfs_data import fragment_groups
 from .tarscan import DATA_TYPES, Member
 
 log = logging.getLogger("ckit.reuse")
@@ -118,13 +119,14 @@ def decode_members(raw: bytes) -> tuple[str, list[Member]]:
         counts = [body[column] for column in COUNTS]
         n = len(names)
         if not (isinstance(types, str) and len(types) == n and isinstance(pax, dict)
-                and all(isinstance(c, list) and len(c) == n for c in (*counts, mtimes, links))
-                and all(type(v) is str for v in names) and all(type(v) is str for v in links)
-                and all(type(v) is int and 0 <= v < 1 << 64 for c in counts for v in c)
-                and all(type(v) in (int, float) for v in mtimes)):
+                and all(isinstance(c, list) and len(c) == n for c in (*counts, mtimes, links))):
             raise BadRecord("malformed members")
+        "".join(names), "".join(links)  # TypeError unless every one is a string (checked in C)
+        for column in counts:
+            array("Q", column)  # TypeError/OverflowError unless every one is a count
+        array("d", mtimes)  # TypeError unless every one is a number
         extra = {int(k): {str(a): str(b) for a, b in v.items()} for k, v in pax.items()}
-    except (KeyError, TypeError, ValueError, AttributeError) as err:
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as err:
         raise BadRecord(f"malformed members: {err}") from err
     modes, uids, gids, sizes, offsets = counts
     return sha, [Member(names[i], types[i].encode("latin-1"), modes[i], uids[i], gids[i], mtimes[i], sizes[i],

@@ -32,7 +32,8 @@ from ..errors import ConvertError
 from .flatten import Tree
 from .layerfile import LayerTar
 from .squashfs_blocks import BLOCK_SIZE, BlockWriter, Compress, Output
-from .squashfs_data import PROGRESS_STEP, DataWriter, Earlier, Placement, Segment
+from .squashfs_copy import Earlier, Segment
+from .squashfs_data import PROGRESS_STEP, DataWriter, Placement
 from .squashfs_tables import Ownership, Tables, lookup_table
 
 __all__ = ["BLOCK_SIZE", "PROGRESS_STEP", "Ownership", "Placement", "Stats", "codec_version", "compressor",
@@ -117,12 +118,13 @@ def write(tree: Tree, path: Path, algo: str, level: int, *, own: Ownership | Non
         data = DataWriter(tree, blocks, progress, earlier=earlier, open_layer=open_layer)
         try:
             placements = data.write_all()
+            tables = Tables(tree, own or Ownership(), placements, make())  # while placed copies still run
+            bytes_used, superblock = _tables(out, blocks.pos, tables, data.fragment_entries, make(),
+                                             algo=algo, mkfs_time=mkfs_time)
+            blocks.finish()
         finally:
             blocks.close()  # waits for the workers
             data.close()
-        tables = Tables(tree, own or Ownership(), placements, make())
-        bytes_used, superblock = _tables(out, blocks.pos, tables, data.fragment_entries, make(),
-                                         algo=algo, mkfs_time=mkfs_time)
         out.write(bytes(-bytes_used % 4096))
         out.write_at(0, superblock)
     finally:

@@ -222,9 +222,9 @@ def test_an_artifact_changed_behind_an_unchanged_mtime_is_caught_by_its_checksum
     def damage(_store: Store, artifact: Path) -> None:
         st = artifact.stat()
         with artifact.open("r+b") as f:
-            f.seek(300)  # inside the first layer's data
+            f.seek(4096 + 300)  # inside the first layer's data (layers start on 4 KiB boundaries)
             byte = f.read(1)
-            f.seek(300)
+            f.seek(4096 + 300)
             f.write(bytes([byte[0] ^ 0xFF]))
         os.utime(artifact, ns=(st.st_atime_ns, st.st_mtime_ns))
         assert [artifact.stat().st_ino, artifact.stat().st_size, artifact.stat().st_mtime_ns] == \

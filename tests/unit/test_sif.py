@@ -223,15 +223,11 @@ def test_interrupted_write_keeps_the_old_file_and_leaves_no_temp(tmp_path: Path,
     squash.write_bytes(b"hsqs" + bytes(3 * S.CHUNK))
     out = tmp_path / "out.sif"
     out.write_bytes(b"previous version")
-    real_chunks = S.SifObject.chunks
+    def interrupted(path: Path, out: object) -> None:
+        out.write(path.read_bytes()[:S.CHUNK])  # type: ignore[attr-defined]
+        raise KeyboardInterrupt  # part of the squashfs copied into the SIF
 
-    def interrupted(self: S.SifObject):  # type: ignore[no-untyped-def]
-        for i, block in enumerate(real_chunks(self)):
-            if i == 1:
-                raise KeyboardInterrupt
-            yield block
-
-    monkeypatch.setattr(S.SifObject, "chunks", interrupted)
+    monkeypatch.setattr(S, "copy_into", interrupted)
     with pytest.raises(KeyboardInterrupt):
         S.write_apptainer_sif(out, deffile=b"d", oci_config=b"{}", squashfs=squash, arch="amd64")
     assert out.read_bytes() == b"previous version"
