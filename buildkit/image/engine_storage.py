@@ -187,43 +187,37 @@ def _file(dirs: _Dirs, name: str, size: int) -> Iterator[bytes]:
 
 
 def assemble(layer: StoredLayer) -> Iterator[bytes]:
-    """The layer's tar, byte for byte, in chunks of about 1 MiB, from its tar-split record and its files
-    (raises Unreadable)."""
-    buffer = bytearray()
-    for piece in _pieces(layer):
-        if len(piece) >= CHUNK // 4:  # a large file's data: as it is, no copy
-            if buffer:
-                yield bytes(buffer)
-                buffer.clear()
-            yield piece
-            continue
-        buffer += piece
-        if len(buffer) >= CHUNK:
-            yield bytes(buffer)
-            buffer.clear()
-    if buffer:
-        yield bytes(buffer)
-
-
-def _pieces(layer: StoredLayer) -> Iterator[bytes]:
+    """The layer's tar, byte for byte, piece by piece (headers, padding, file data), from its tar-split record and
+    its files (raises Unreadable)."""
     try:
         dirs = _Dirs(layer.files)
     except OSError as err:
         raise Unreadable(f"{layer.files}: {err}") from err
     try:
-        with gzip.open(layer.tar_split, "rb") as entries:
-            while line := entries.readline(MAX_LINE + 1):
-                if len(line) > MAX_LINE:
-                    raise Unreadable(f"{layer.tar_split}: an entry is too long")
-                entry = json.loads(line)
-                if entry.get("type") == 2:
-                    yield base64.b64decode(entry.get("payload") or "", validate=True)
-                elif entry.get("type") == 1 and entry.get("size"):
-                    name = entry.get("name")
-                    if "name_raw" in entry:
-                        name = base64.b64decode(entry["name_raw"]).decode("utf-8", "surrogateescape")
-                    yield from _file(dirs, str(name), int(entry["size"]))
-    except (OSError, ValueError, binascii.Error, EOFError, TypeError) as err:
+        for entry in _entries(layer.tar_split):
+            if entry.get("type") == 2:
+                yield base64.b64decode(entry.get("payload") or "", validate=True)
+            elif entry.get("type") == 1 and entry.get("size"):
+                name = entry.get("name")
+                if "name_raw" in entry:
+                    name = base64.b64decode(entry["name_raw"]).decode("utf-8", "surrogateescape")
+                yield from _file(dirs, str(name), int(entry["size"]))
+    except (OSError, ValueError, binascii.Error, EOFError, TypeError, AttributeError) as err:
         raise Unreadable(f"{layer.tar_split}: {err}") from err
     finally:
         dirs.close()
+
+
+def _entries(path: Path) -> Iterator[dict[str, Any]]:
+    """The entries of a tar-split record, parsed a few thousand lines at a time (one JSON document each)."""
+    with gzip.open(path, "rb") as f:
+        rest = b""
+        while chunk := f.read(CHUNK):
+            lines = (rest + chunk).split(b"\n")
+            rest = lines.pop()
+            if len(rest) > MAX_LINE:
+                raise Unreadable(f"{path}: an entry is too long")
+            if lines:
+                yield from json.loads(b"[" + b",".join(line for line in lines if line) + b"]")
+        if rest.strip():
+            yield json.loads(rest)
