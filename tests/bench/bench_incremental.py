@@ -395,7 +395,7 @@ def _engine_library(work: Path) -> list[BenchResult]:
     ref = build_image("big", IMAGES["big"], work)
     archive = save(ref, work / "big.tar")
     engine_s, archive_s = [], []
-    for n in range(REPEAT):
+    for _ in range(REPEAT):
         for source, into in ((f"docker-daemon:{ref}", engine_s), (f"docker-archive:{archive}", archive_s)):
             os.sync()
             store = Store(work / "lib-store")
