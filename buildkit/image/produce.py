@@ -13,6 +13,7 @@ the earlier image. After publishing, each target records its layers for the next
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import gc
 import json
@@ -33,9 +34,8 @@ from .layerfile import LayerTar, prepare
 from .model import ImageConfig, RootfsEntry
 from .source import LayerBlob
 from .squashfs_copy import Earlier, EarlierChanged
-from .squashfs_reuse import Record, Records
+from .squashfs_reuse import Columns, Record, Records
 from .squashfs_writer import Ownership, Stats, codec_version, decompressor
-from .tarscan import Member
 
 if TYPE_CHECKING:
     from .convert import ConvertPlan
@@ -125,8 +125,12 @@ class _Production:
                  for p in self.plans}
         self.layers = _Layers(mat.layers, self.work, advance)
         tree, self.members = _index(mat.layers, found, self.layers, epoch if epoch is not None else _created(blob))
+        self.records.forget_members()
+        found = {key: [dataclasses.replace(r, members=[]) if r else None for r in recs] for key, recs in found.items()}
         self.bar.update(reading, visible=False)
-        return [self._target(p, tree.fork(), found[p.key]) for p in self.plans]
+        # each target adds its files to its own copy of the index; the last one takes the index itself
+        return [self._target(p, tree.fork() if n < len(self.plans) - 1 else tree, found[p.key])
+                for n, p in enumerate(self.plans)]
 
     def _target(self, p: ConvertPlan, tree: Tree, found: list[Record | None]) -> tuple[store_mod.Entry, Stats]:
         from .convert import verifier
@@ -193,30 +197,32 @@ class _Production:
             base = partition.offset
         st = entry.path.stat()
         self.records.save(
-            Record(digest, p.compression.label, _codec(p), entry.path.name, (st.st_ino, st.st_size, st.st_mtime_ns),
-                   base, stats.segments[n], self.members[n])
+            (Record(digest, p.compression.label, _codec(p), entry.path.name, (st.st_ino, st.st_size, st.st_mtime_ns),
+                    base, stats.segments[n], []), self.members[n])
             for n, digest in enumerate(self.digests) if digest)
 
 
 def _index(blobs: Sequence[LayerBlob], found: dict[str, list[Record | None]], layers: _Layers,
-           mtime: int) -> tuple[Tree, list[list[Member]]]:
+           mtime: int) -> tuple[Tree, list[bytes | None]]:
     """The merged index of the layers, one pass over each layer's headers; a layer that every target has a
-    record for is replayed from it instead of read."""
+    record for is replayed from it instead of read. Also, for each layer read, its members file encoded (the
+    members themselves are not kept: a large image has hundreds of thousands)."""
     read = [n for n in range(len(blobs)) if any(recs[n] is None for recs in found.values())]
     layers.prepare(read)
     tree = Tree(default_mtime=mtime)
-    members: list[list[Member]] = []
+    encoded: list[bytes | None] = []
     for n, blob in enumerate(blobs):
         if n in read:
-            kept: list[Member] = []
-            tree.add_layer(layers.get(n), kept)
+            kept = Columns()
+            tree.add_layer(layers.get(n), kept)  # type: ignore[arg-type]
+            encoded.append(kept.encode())
         else:
-            kept = next(recs[n] for recs in found.values() if recs[n] is not None).members  # type: ignore[union-attr]
-            tree.replay_layer(kept, blob.what)
-        members.append(kept)
+            record = next(recs[n] for recs in found.values() if recs[n] is not None)
+            tree.replay_layer(record.members, blob.what)  # type: ignore[union-attr]
+            encoded.append(None)
     if tree.dropped:
         log.info("dropped: %s", ", ".join(f"{n} {why}" for why, n in sorted(tree.dropped.items())))
-    return tree, members
+    return tree, encoded
 
 
 def _additions(p: ConvertPlan, config: ImageConfig) -> tuple[list[RootfsEntry], Ownership]:

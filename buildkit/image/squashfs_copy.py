@@ -67,10 +67,10 @@ class Earlier:
 
 
 class _Buffer(threading.local):
-    """One read buffer per worker thread: reading into it again costs no allocation and no page faults."""
+    """One read buffer per copying thread, made on first use: reading into it again costs no allocation and
+    no page faults."""
 
-    def __init__(self) -> None:
-        self.view = memoryview(bytearray(CHECK_CHUNK))
+    view: memoryview | None = None
 
 
 _buffer = _Buffer()
@@ -78,6 +78,8 @@ _buffer = _Buffer()
 
 def check(earlier: Earlier, at: int, size: int, crc: int) -> None:
     """Read ``size`` bytes at ``at`` of the earlier segment; EarlierChanged unless their CRC32 is ``crc``."""
+    if _buffer.view is None:
+        _buffer.view = memoryview(bytearray(CHECK_CHUNK))
     view, got, done = _buffer.view, 0, 0
     while done < size:
         n = os.preadv(earlier.fd, [view[:min(CHECK_CHUNK, size - done)]],

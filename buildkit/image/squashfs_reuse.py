@@ -25,6 +25,8 @@ is written only for a layer whose bytes were verified against that digest.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import hashlib
 import json
@@ -32,6 +34,7 @@ import logging
 import os
 import re
 import struct
+import sys
 import tempfile
 from array import array
 from collections.abc import Iterable
@@ -79,10 +82,11 @@ def record_key(layer: str, compression: str, codec: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _framed(magic: bytes, body: dict[str, Any]) -> bytes:
+def _framed(magic: bytes, body: dict[str, Any] | bytes) -> bytes:
     import zstandard
 
-    packed = zstandard.ZstdCompressor(level=3).compress(json.dumps(body, separators=(",", ":")).encode())
+    text = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
+    packed = zstandard.ZstdCompressor(level=3).compress(text)
     return magic + hashlib.sha256(packed).hexdigest().encode() + b"\n" + packed
 
 
@@ -102,33 +106,80 @@ def _unframed(magic: bytes, raw: bytes) -> tuple[str, Any]:
         raise BadRecord(f"malformed: {err}") from err
 
 
+class Columns:
+    """A layer's members kept column by column while its headers are read (``append`` is what the flattener
+    calls): a few dozen bytes per member, names already as JSON text, then encoded as a members file."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.names, self.links = bytearray(), bytearray()  # JSON strings, each followed by a comma
+        self.types = bytearray()
+        self.counts = {column: array("Q") for column in COUNTS}
+        self.mtimes = array("d")
+        self.pax: dict[str, dict[str, str]] = {}
+
+    def append(self, m: Member) -> None:
+        kept = {k: v for k, v in m.pax_headers.items() if k not in FOLDED_PAX} if m.pax_headers else None
+        if kept:
+            self.pax[str(self.count)] = kept
+        self.count += 1
+        self.names += _json_text(m.name)
+        self.links += _json_text(m.linkname) if m.linkname else b'"",'
+        self.types += m.type[:1]
+        for column, value in zip(COUNTS, (m.mode, m.uid, m.gid, m.size, m.offset_data), strict=True):
+            self.counts[column].append(value)
+        self.mtimes.append(m.mtime)
+
+    def encode(self) -> bytes:
+        """Names as JSON strings; the numbers as little-endian arrays in base64 (no object per number)."""
+        numbers = {**self.counts, "mtime": self.mtimes}
+        rest = json.dumps({"type": self.types.decode("latin-1"), "pax": self.pax,
+                           **{column: _packed(values) for column, values in numbers.items()}}, separators=(",", ":"))
+        return _framed(MEMBERS_MAGIC, b'{"name":[' + self.names[:-1] + b'],"link":[' + self.links[:-1] + b"],"
+                       + rest[1:].encode())
+
+
+def _json_text(text: str) -> bytes:
+    return json.dumps(text).encode() + b","
+
+
+def _packed(values: array) -> str:  # type: ignore[type-arg]
+    if sys.byteorder != "little":
+        values = array(values.typecode, values)
+        values.byteswap()
+    return base64.b64encode(values.tobytes()).decode("ascii")
+
+
+def _unpacked(text: str, typecode: str, count: int) -> array:  # type: ignore[type-arg]
+    values = array(typecode, base64.b64decode(text, validate=True))
+    if len(values) != count:
+        raise BadRecord("a members column of another length")
+    if sys.byteorder != "little":
+        values.byteswap()
+    return values
+
+
 def encode_members(members: list[Member]) -> bytes:
-    pax = {str(n): kept for n, m in enumerate(members)
-           if (kept := {k: v for k, v in m.pax_headers.items() if k not in FOLDED_PAX})}
-    return _framed(MEMBERS_MAGIC, {
-        "name": [m.name for m in members], "type": b"".join(m.type[:1] for m in members).decode("latin-1"),
-        "mode": [m.mode for m in members], "uid": [m.uid for m in members], "gid": [m.gid for m in members],
-        "mtime": [m.mtime for m in members], "size": [m.size for m in members],
-        "link": [m.linkname for m in members], "offset": [m.offset_data for m in members], "pax": pax})
+    columns = Columns()
+    for m in members:
+        columns.append(m)
+    return columns.encode()
 
 
 def decode_members(raw: bytes) -> tuple[str, list[Member]]:
     sha, body = _unframed(MEMBERS_MAGIC, raw)
     try:
-        names, types, mtimes, links, pax = body["name"], body["type"], body["mtime"], body["link"], body["pax"]
-        counts = [body[column] for column in COUNTS]
+        names, types, links, pax = body["name"], body["type"], body["link"], body["pax"]
         n = len(names)
-        if not (isinstance(types, str) and len(types) == n and isinstance(pax, dict)
-                and all(isinstance(c, list) and len(c) == n for c in (*counts, mtimes, links))):
+        if not (isinstance(types, str) and len(types) == n and isinstance(pax, dict) and isinstance(links, list)
+                and len(links) == n):
             raise BadRecord("malformed members")
         "".join(names), "".join(links)  # TypeError unless every one is a string (checked in C)
-        for column in counts:
-            array("Q", column)  # TypeError/OverflowError unless every one is a count
-        array("d", mtimes)  # TypeError unless every one is a number
+        modes, uids, gids, sizes, offsets = (_unpacked(body[column], "Q", n) for column in COUNTS)
+        mtimes = _unpacked(body["mtime"], "d", n)
         extra = {int(k): {str(a): str(b) for a, b in v.items()} for k, v in pax.items()}
-    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as err:
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError, binascii.Error) as err:
         raise BadRecord(f"malformed members: {err}") from err
-    modes, uids, gids, sizes, offsets = counts
     return sha, [Member(names[i], types[i].encode("latin-1"), modes[i], uids[i], gids[i], mtimes[i], sizes[i],
                         links[i], offsets[i], offsets[i], extra.get(i, {})) for i in range(n)]
 
@@ -280,21 +331,35 @@ class Records:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         return Earlier(fd, record.base, record.segment, str(path), decompress)
 
-    def save(self, records: Iterable[Record]) -> None:
-        """Write records atomically, and each layer's members file unless a sound one is there; what cannot be
-        written is only logged (reuse is an optimisation)."""
-        for record in records:
+    def save(self, records: Iterable[tuple[Record, bytes | None]]) -> None:
+        """Write records atomically, each with its layer's members file (encoded, or None when it was written
+        before) unless a sound one is there; what cannot be written is only logged (reuse is an optimisation)."""
+        for record, members in records:
             try:
-                try:
-                    sha = self.members(record.layer)[0]
-                except (OSError, BadRecord):
-                    data = encode_members(record.members)
-                    _write(self.members_path(record.layer), data)
-                    sha = data.split(b"\n", 2)[1].decode()
-                    self._members[record.layer] = (sha, record.members)
-                _write(self.path(record.layer, record.compression, record.codec), encode(record, sha))
+                sha = self._members_sha(record.layer)
+                if sha is None and members is not None:
+                    _write(self.members_path(record.layer), members)
+                    sha = members.split(b"\n", 2)[1].decode()
+                if sha is not None:
+                    _write(self.path(record.layer, record.compression, record.codec), encode(record, sha))
             except (OSError, BadRecord) as err:
                 log.warning("could not write the reuse record of %s: %s", record.layer, err)
+
+    def _members_sha(self, layer: str) -> str | None:
+        """The digest of the sound members file of ``layer`` (checked, not parsed), None when there is none."""
+        try:
+            raw = _read(self.members_path(layer))
+            head = len(MEMBERS_MAGIC) + 65
+            sha = raw[len(MEMBERS_MAGIC):head - 1].decode("ascii")
+            if raw.startswith(MEMBERS_MAGIC) and hashlib.sha256(raw[head:]).hexdigest() == sha:
+                return sha
+        except (OSError, BadRecord, UnicodeDecodeError):
+            pass
+        return None
+
+    def forget_members(self) -> None:
+        """Let the members read so far go (they are only needed to index the layers)."""
+        self._members.clear()
 
     def drop_artifact(self, records: Iterable[Record], artifact_path: str) -> None:
         """Remove the given records that point at ``artifact_path`` (it was found changed or damaged)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from buildkit.image import squashfs_reuse as R
@@ -32,12 +34,14 @@ def test_members_and_record_round_trip() -> None:
     R.check_segment(record())
 
 
-@pytest.mark.parametrize("column, value", [("mode", -1), ("size", "12"), ("uid", 1 << 64), ("name", 7),
-                                           ("mtime", "now"), ("type", None)])
+@pytest.mark.parametrize("column, value", [("mode", "AAAA"), ("size", 12), ("uid", "not base64!"), ("name", [7]),
+                                           ("mtime", "AAAAAAAAAAAAAAAA"), ("type", None), ("link", "x")])
 def test_members_of_the_wrong_shape_are_refused(column: str, value: object) -> None:
-    body = {"name": ["a"], "type": "0", "mode": [0], "uid": [0], "gid": [0], "mtime": [0], "size": [0],
-            "link": [""], "offset": [0], "pax": {}}
-    body[column] = value if column == "type" else [value]
+    one = base64.b64encode(bytes(8)).decode()
+    body = {"name": ["a"], "type": "0", "mode": one, "uid": one, "gid": one, "mtime": one, "size": one,
+            "link": [""], "offset": one, "pax": {}}
+    R.decode_members(R._framed(R.MEMBERS_MAGIC, body))  # sound
+    body[column] = value
     with pytest.raises(R.BadRecord):
         R.decode_members(R._framed(R.MEMBERS_MAGIC, body))
 
