@@ -351,7 +351,8 @@ def lookups(work: Path) -> list[BenchResult]:
     for shuffled in (False, True):
         for run in range(9):
             for n in (0, 1) if run % 2 == 0 else (1, 0):
-                stats[shuffled][n].append(_mounted(wide[n], work / "mnt", lambda where, shuffled=shuffled: stat_all(where, shuffled)))
+                stats[shuffled][n].append(_mounted(wide[n], work / "mnt",
+                                                   lambda where, shuffled=shuffled: stat_all(where, shuffled)))
     python = _images(_python_tar(work / "python.tar"), work, "python")
 
     def imports(where: Path) -> None:
