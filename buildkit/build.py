@@ -8,11 +8,8 @@ label equals it is a cache hit: nothing is built. Conversions hit the artifact s
 from __future__ import annotations
 
 import json
-import shutil
 import time
-import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +23,6 @@ from .progress import SILENT, Meter, Reporter
 from .render.context import ContextFile
 
 if TYPE_CHECKING:
-    from .image.source import DaemonSource
     from .site.model import Site
 
 TARGETS = ("image", "sif", "sqsh")
@@ -236,19 +232,23 @@ def execute(
     if plan.product == "image":
         artifacts.append(ArtifactResult("image", built.ref, built.image_id, built.size, built.seconds,
                                         built.cache_hit))
-    with _engine_image(plan.tag) as source:
-        for output in plan.outputs:
-            if plan.product == output.kind:
-                artifacts.append(place_file(Path(built.ref), output, seconds=built.seconds,
-                                            cache_hit=built.cache_hit))
-                continue
-            from .image.convert import convert
-
-            on_phase(f"converting {plan.tag} to .{output.kind} -> {output.path}")
+    conversions = []
+    for output in plan.outputs:
+        if plan.product == output.kind:
+            artifacts.append(place_file(Path(built.ref), output, seconds=built.seconds, cache_hit=built.cache_hit))
+        else:
             output.path.parent.mkdir(parents=True, exist_ok=True)
-            converted = convert(source, output.kind, output=output.path, progress=progress, site=site)
+            conversions.append((output.kind, output.path))
+    if conversions:
+        from .image.convert import convert_many
+        from .image.source import DaemonSource
+
+        on_phase(f"converting {plan.tag} to " + ", ".join(f".{kind} -> {path}" for kind, path in conversions))
+        # all targets at once: the engine's layers are read, verified and indexed once for every format
+        for converted in convert_many(DaemonSource(f"docker-daemon:{plan.tag}", plan.tag), conversions,
+                                      progress=progress, site=site):
             artifacts.append(ArtifactResult(
-                output.kind, str(converted.path), converted.source_digest, converted.size, converted.seconds,
+                converted.target, str(converted.path), converted.source_digest, converted.size, converted.seconds,
                 converted.cache_hit, {"compression": str(converted.compression)}))
     return BuildResult(plan, tuple(artifacts), time.monotonic() - started)
 
@@ -265,19 +265,6 @@ def _metered(stack: str, listener: BuildListener, meter: Meter) -> BuildListener
         listener(event)
 
     return on_event
-
-
-@contextmanager
-def _engine_image(tag: str) -> Iterator[DaemonSource]:
-    """The built image as a conversion source that the engine saves at most once for all outputs."""
-    from .image.source import DaemonSource
-    from .store import default_root
-
-    spool = default_root() / f".build-save-{uuid.uuid4().hex}"  # made only when an output needs the save
-    try:
-        yield DaemonSource(f"docker-daemon:{tag}", tag, keep_in=spool)
-    finally:
-        shutil.rmtree(spool, ignore_errors=True)
 
 
 def place_file(source: Path, output: Output, *, seconds: float, cache_hit: bool) -> ArtifactResult:

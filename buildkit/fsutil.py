@@ -1,4 +1,5 @@
-"""Atomic artifacts and the one output guard; the one bounded reader of small input files.
+"""Atomic artifacts and the one output guard; the one bounded reader of small input files; copies between
+files in the kernel.
 
 Every writer of a user-visible file goes through :func:`atomic_path` (or :func:`place_copy` for a file that
 exists already): it checks the output path first (:func:`check_output`), writes a temporary file next to it,
@@ -27,6 +28,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import BinaryIO
 
 from .errors import CkitError, ConfigError, FileError, os_error
 
@@ -252,3 +254,42 @@ def read_capped(path: Path | str, limit: int, what: str, *, error: type[CkitErro
     if len(data) > limit:
         raise error(f"{what}: {path} is larger than {limit} bytes")
     return data
+
+
+ALIGN = 4096  # file system block: a copy between equally aligned offsets can share the blocks (a reflink)
+
+
+def copy_range(src: int, src_at: int, dst: int, dst_at: int, size: int) -> None:
+    """``size`` bytes from ``src`` to ``dst`` in the kernel (``copy_file_range``). When both offsets are equally
+    aligned, the whole blocks go in a call of their own, which XFS, btrfs and ZFS turn into shared extents (no
+    data written); ext4 copies them in the kernel. Through memory when the kernel cannot copy between them."""
+    head = min(size, -src_at % ALIGN) if src_at % ALIGN == dst_at % ALIGN else size
+    middle = (size - head) // ALIGN * ALIGN
+    for at, n in ((0, head), (head, middle), (head + middle, size - head - middle)):
+        while n:
+            try:
+                done = os.copy_file_range(src, dst, n, src_at + at, dst_at + at)
+            except OSError:  # another file system, or no support: copy through memory
+                data = os.pread(src, min(n, 8 << 20), src_at + at)
+                done = len(data)
+                view = memoryview(data)
+                while view:
+                    view = view[os.pwrite(dst, view, dst_at + at + done - len(view)):]
+            if done <= 0:
+                raise OSError(f"the source ended {n} bytes early while it was copied")
+            at, n = at + done, n - done
+
+
+def copy_into(path: Path | str, out: BinaryIO) -> int | None:
+    """The file at ``path`` appended to the open file ``out`` in the kernel (:func:`copy_range`); its size, or
+    None when ``out`` is not a file (then the caller copies through memory)."""
+    try:
+        target = out.fileno()
+    except (OSError, ValueError):  # a stream without a file
+        return None
+    out.flush()
+    with open(path, "rb") as src:
+        size = os.fstat(src.fileno()).st_size
+        copy_range(src.fileno(), 0, target, out.tell(), size)
+    out.seek(size, os.SEEK_CUR)
+    return size

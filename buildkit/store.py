@@ -6,11 +6,12 @@ Layout under the cache dir (``CKIT_CACHE_DIR``, else the platform's user cache d
     artifacts/<key>.json            what it was made from: source, digest, options, size
     locks/<key>.lease               held while the artifact is being made (see :mod:`buildkit.lease`)
     work/<key>/                     scratch space of the conversion of <key> (spools, temp squashfs)
+    reuse/<layer key>.rec           where a layer's data lies in an artifact (``buildkit.image.squashfs_reuse``)
 
 A key is the sha256 of the canonical JSON of the source digest and every option that changes the bytes
-(target, compression, ckit's format version). Publishing is atomic: the producer writes a temp file in
-``artifacts/``, the store verifies it, fsyncs and renames it. Two runs on the same key serialise on the key's
-lease: the second finds the artifact published and does no work. The lease needs no ``flock`` (the store may be a
+(target, compression, ``SOURCE_DATE_EPOCH``, ckit's format version). Publishing is atomic: the producer writes a
+temp file in ``artifacts/``, the store verifies it, fsyncs and renames it. Two runs on the same key serialise on the
+key's lease: the second finds the artifact published and does no work. The lease needs no ``flock`` (the store may be a
 cluster file system shared by many users and nodes), and a holder that dies or stops making progress is taken
 over after ``CKIT_LOCK_STALE_SECONDS`` (120 s) instead of blocking every later conversion of that image.
 
@@ -38,7 +39,8 @@ from .errors import ConvertError
 from .fsutil import fsync_dir, place_copy
 from .lease import Lease
 
-FORMAT_VERSION = 2  # bump when the bytes ckit writes for the same inputs change (2: ckit's own squashfs writer)
+FORMAT_VERSION = 3  # bump when the bytes ckit writes for the same inputs change (2: ckit's own squashfs writer;
+# 3: data laid out layer by layer, directory indexes, the conversion time in the superblock)
 
 
 def default_root() -> Path:

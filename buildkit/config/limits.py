@@ -73,15 +73,3 @@ def get(name: str) -> float:
 
 def size(name: str) -> int:
     return int(get(name))
-
-
-def source_date_epoch() -> int | None:
-    """``SOURCE_DATE_EPOCH`` (reproducible builds): whole seconds from 0 to 2**32 - 1 (squashfs and SIF times
-    are 32-bit); unset or empty is None; anything else is bad input."""
-    text = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
-    if not text:
-        return None
-    if not text.isdigit() or int(text) >= 1 << 32:
-        raise ConfigError(f"SOURCE_DATE_EPOCH={text[:40]!r} is not a number of seconds from 0 to 4294967295",
-                          hint="e.g. SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)")
-    return int(text)

@@ -12,24 +12,20 @@ is all-root with ``u+rX`` (and ``u+w`` on directories), exactly what ``enroot im
 
 from __future__ import annotations
 
-import datetime as dt
 import time
+from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import store as store_mod
-from ..config import limits
-from ..config.jsondoc import parse as parse_json
 from ..errors import ConfigError, ConvertError
 from ..fsutil import check_output
 from ..progress import SILENT, Reporter
+from ..reproducible import source_date_epoch
 from . import squashfs
-from .flatten import flatten
-from .layerfile import prepare_all
-from .model import ImageConfig
 from .source import DaemonSource, DockerArchiveSource, OciLayoutSource, Source, parse_source
-from .squashfs_writer import Ownership
 
 if TYPE_CHECKING:
     from ..site.model import Site
@@ -47,11 +43,14 @@ class ConvertResult:
     seconds: float
     cache_hit: bool
     key: str = ""
+    reused_bytes: int = 0  # file data copied from earlier conversions of the same layers
+    compressed_bytes: int = 0  # file data read from the layers and compressed
 
     def as_json(self) -> dict[str, Any]:
         return {"path": str(self.path), "target": self.target, "source_digest": self.source_digest,
                 "compression": self.compression, "size": self.size, "seconds": round(self.seconds, 3),
-                "cache_hit": self.cache_hit, "key": self.key}
+                "cache_hit": self.cache_hit, "key": self.key, "reused_bytes": self.reused_bytes,
+                "compressed_bytes": self.compressed_bytes}
 
 
 @dataclass(frozen=True)
@@ -64,6 +63,7 @@ class ConvertPlan:
     output: Path | None
     deffile: str  # the definition apptainer records for such a source
     provenance: str  # Enroot's ``# enroot-provenance:`` value ("" for none): where the image came from
+    epoch: int | None = None  # SOURCE_DATE_EPOCH, read once when planning (it is part of the key)
 
 
 def deffile_text(source: Source) -> str:
@@ -108,12 +108,14 @@ def plan(source: str | Source, target: str, *, output: Path | None = None, compr
     src = source if isinstance(source, Source) else parse_source(source, insecure=insecure, ca_file=ca_file)
     if output is not None:  # before any work: never replace a device, a folder or the input itself
         check_output(output, inputs=input_paths(src), flag="-o")
+    epoch = source_date_epoch()
     digest = src.identify().digest
     deffile, origin = deffile_text(src), provenance(src)
-    # what lands in the bytes besides the layers: the deffile (sif) or the provenance line (sqsh)
+    # what lands in the bytes besides the layers: the deffile (sif) or the provenance line (sqsh), and the dates
     key = store_mod.make_key(source_digest=digest, target=target, compression=compression.label,
-                             origin=deffile if target == "sif" else origin)
-    return ConvertPlan(src, target, compression, digest, key, Path(output) if output else None, deffile, origin)
+                             origin=deffile if target == "sif" else origin, source_date_epoch=epoch)
+    return ConvertPlan(src, target, compression, digest, key, Path(output) if output else None, deffile, origin,
+                       epoch)
 
 
 def input_paths(source: Source) -> list[Path]:
@@ -139,22 +141,44 @@ def verifier(target: str):  # type: ignore[no-untyped-def]
 
 
 def execute(p: ConvertPlan, store: store_mod.Store | None = None, progress: Reporter = SILENT) -> ConvertResult:
+    return execute_many([p], store, progress=progress)[0]
+
+
+def execute_many(plans: Sequence[ConvertPlan], store: store_mod.Store | None = None, *,
+                 progress: Reporter = SILENT) -> list[ConvertResult]:
+    """Several targets of one source: each comes from the store when it is there; the others are made
+    together, from one read of the layers and one pass over their headers (:mod:`.produce`)."""
+    if len({id(p.source) for p in plans}) > 1:
+        raise ConvertError("execute_many converts one source object to several targets")
     started = time.monotonic()
     store = store or store_mod.Store()
-    check = verifier(p.target)
-    entry = store.get(p.key, p.target, check)
-    hit = entry is not None
-    if entry is None:
-        with store.lock(p.key):
-            entry = store.get(p.key, p.target, check)  # someone else may have made it meanwhile
-            hit = entry is not None
-            if entry is None:
-                entry = _produce(p, store, check, progress)
-    path = entry.path
-    if p.output is not None:
-        path = store_mod.export(entry.path, p.output)
-    return ConvertResult(path, p.target, p.source_digest, p.compression.label, path.stat().st_size,
-                         time.monotonic() - started, hit, p.key)
+    entries: dict[str, tuple[store_mod.Entry, bool, Any]] = {}
+    missing = [p for p in plans if not _from_store(p, store, entries)]
+    if missing:
+        with ExitStack() as locks:
+            for key in sorted({p.key for p in missing}):  # always in the same order: no deadlock
+                locks.enter_context(store.lock(key))
+            missing = [p for p in missing if not _from_store(p, store, entries)]  # made meanwhile?
+            if missing:
+                from .produce import produce
+
+                for p, (entry, stats) in zip(missing, produce(missing, store, progress), strict=True):
+                    entries[p.key] = (entry, False, stats)
+    results = []
+    for p in plans:
+        entry, hit, stats = entries[p.key]
+        path = store_mod.export(entry.path, p.output) if p.output is not None else entry.path
+        results.append(ConvertResult(path, p.target, p.source_digest, p.compression.label, path.stat().st_size,
+                                     time.monotonic() - started, hit, p.key,
+                                     stats.copied if stats else 0, stats.compressed if stats else 0))
+    return results
+
+
+def _from_store(p: ConvertPlan, store: store_mod.Store, found: dict[str, Any]) -> bool:
+    entry = store.get(p.key, p.target, verifier(p.target))
+    if entry is not None:
+        found[p.key] = (entry, True, None)
+    return entry is not None
 
 
 def convert(source: str | Source, target: str, *, output: Path | None = None, compress: str | None = None,
@@ -166,61 +190,11 @@ def convert(source: str | Source, target: str, *, output: Path | None = None, co
                         ca_file=ca_file), store, progress)
 
 
-def source_date_epoch() -> int | None:
-    return limits.source_date_epoch()
-
-
-def _created(config_blob: dict[str, Any]) -> int:
-    text = str(config_blob.get("created") or "")
-    try:
-        return int(dt.datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=dt.UTC).timestamp())
-    except ValueError:
-        return 0
-
-
-def _read_layers(p: ConvertPlan, work: Path, progress: Reporter) -> tuple[dict[str, Any], ImageConfig, list[Any]]:
-    """The image config (parsed) and its layers, verified and ready to index; the total is not known ahead
-    (an engine's save has no size), so the meter counts bytes without one."""
-    with progress.meter("reading layers") as reading:
-        mat = p.source.materialize(work, reading)
-        blob = parse_json(mat.config, f"{p.source.text}: the image config", error=ConvertError)
-        config = ImageConfig.from_image_config(blob, f"{p.source.text}: the image config")
-        return blob, config, prepare_all(mat.layers, work, reading)
-
-
-def _produce(p: ConvertPlan, store: store_mod.Store, check, progress: Reporter) -> store_mod.Entry:  # type: ignore[no-untyped-def]
-    store.clean_temps(p.key)
-    with store.workdir(p.key) as work:
-        blob, config, layers = _read_layers(p, work, progress)
-        epoch = source_date_epoch()
-        mtime = epoch if epoch is not None else _created(blob)
-        if p.target == "sqsh":
-            from . import enroot_rootfs
-
-            additions = enroot_rootfs.entries(config, provenance=p.provenance)
-            own = Ownership(all_root=True, fixperms=True)
-        else:
-            from . import apptainer_rootfs
-
-            additions = apptainer_rootfs.entries(config, deffile=p.deffile, source_date_epoch=epoch)
-            own = Ownership()
-        tree = flatten(layers, additions, mtime=mtime)
-        temp = store.temp_path(p.key, p.target)
-        try:
-            squash = temp if p.target == "sqsh" else work / "rootfs.squashfs"
-            with progress.meter(f"writing .{p.target} ({p.compression.label})", total=tree.total_bytes()) as packing:
-                squashfs.build(squash, p.compression, tree, own, mkfs_time=epoch or 0, progress=packing)
-            if p.target == "sif":
-                from . import apptainer_rootfs
-                from .sif import write_apptainer_sif
-
-                write_apptainer_sif(temp, deffile=p.deffile.encode(), squashfs=squash, arch=config.architecture,
-                                    oci_config=apptainer_rootfs.oci_config_json(config))
-        except BaseException:
-            temp.unlink(missing_ok=True)
-            raise
-        meta = {"source": p.source.text, "source_digest": p.source_digest, "target": p.target,
-                "compression": p.compression.label, "created": int(time.time())}
-    # Published only once the scratch folder is gone: a kill from here on leaves at most the temp file, which
-    # the next producer removes; a kill after publishing would otherwise leave a folder no cache hit cleans.
-    return store.publish(p.key, p.target, temp, meta, check)
+def convert_many(source: str | Source, targets: Sequence[tuple[str, Path | None]], *,
+                 store: store_mod.Store | None = None, progress: Reporter = SILENT,
+                 **options: Any) -> list[ConvertResult]:
+    """``source`` to every (target, output) in ``targets``, reading and indexing the layers once."""
+    src = source if isinstance(source, Source) else parse_source(source, insecure=options.get("insecure", False),
+                                                                 ca_file=options.get("ca_file"))
+    return execute_many([plan(src, target, output=output, **options) for target, output in targets], store,
+                        progress=progress)

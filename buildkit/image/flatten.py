@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import logging
 import tarfile
-from collections.abc import Iterable
+from array import array
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,8 +115,20 @@ class Tree:
         self.default_mtime = default_mtime
         self.nodes: dict[str, Node] = {"": Node("dir", -1, Meta(0o755, 0, 0, default_mtime))}
         self.children: dict[str, set[str]] = {"": set()}
-        self.layers: list[LayerTar] = []
+        self.layers: list[LayerTar | None] = []  # None: a layer replayed from a record, not read
+        # per layer, every data member's (offset, size) in tar order, deleted ones too: the writer groups small
+        # files into fragment blocks by this list, so a deletion in an upper layer changes only its own group
+        self.data: list[array[int]] = []
         self.dropped: dict[str, int] = {}
+
+    def fork(self) -> Tree:
+        """A copy to add one target's additions to; nodes are shared, so no method may change a node in place."""
+        other = Tree.__new__(Tree)
+        other.default_mtime, other.layers, other.data = self.default_mtime, list(self.layers), self.data
+        other.nodes = dict(self.nodes)
+        other.children = {path: set(names) for path, names in self.children.items()}
+        other.dropped = dict(self.dropped)
+        return other
 
     # --- index primitives -------------------------------------------------------------------------------------
     def _put(self, path: str, node: Node) -> None:
@@ -177,15 +190,34 @@ class Tree:
         return cur
 
     # --- pass 1 -------------------------------------------------------------------------------------------------
-    def add_layer(self, layer: LayerTar) -> None:
+    def add_layer(self, layer: LayerTar, keep: list[Member] | None = None) -> None:
+        """Index ``layer``'s headers; ``keep`` receives every member (for a record of the layer)."""
+        with open(layer.path, "rb", buffering=0) as raw:
+            self._add(layer, layer.what, self._checked(scan(raw, layer.offset, layer.offset + layer.size, layer.what),
+                                                       layer, keep))
+
+    def replay_layer(self, members: Iterable[Member], what: str) -> None:
+        """Index a layer from the members a record kept of it (offsets relative to the layer's start)."""
+        self._add(None, what, members)
+
+    def _checked(self, members: Iterator[Member], layer: LayerTar, keep: list[Member] | None) -> Iterator[Member]:
+        for member in members:
+            if member.isreg() and member.offset_data + member.size > layer.offset + layer.size:
+                raise ConvertError(f"{layer.what}: {member.name} runs past the end of the layer")
+            member.offset_data -= layer.offset
+            if keep is not None:
+                keep.append(member)
+            yield member
+
+    def _add(self, layer: LayerTar | None, what: str, members: Iterable[Member]) -> None:
         index = len(self.layers)
         self.layers.append(layer)
-        with open(layer.path, "rb", buffering=0) as raw:
-            for member in scan(raw, layer.offset, layer.offset + layer.size, layer.what):
-                if member.isreg() and member.offset_data + member.size > layer.offset + layer.size:
-                    raise ConvertError(f"{layer.what}: {member.name} runs past the end of the layer")
-                member.offset_data -= layer.offset
-                self._apply(member, index, layer.what)
+        data: array[int] = array("q")
+        self.data.append(data)
+        for member in members:
+            if member.isreg() and member.size > 0:
+                data.extend((member.offset_data, member.size))
+            self._apply(member, index, what)
 
     def _apply(self, member: Member, layer: int, what: str) -> None:
         name = normalise(member.name, what)
@@ -304,7 +336,7 @@ class Tree:
             meta = Meta(entry.mode & 0o7777, entry.uid, entry.gid, mtime)
             if entry.kind == "dir":
                 if existing is not None and existing.kind == "dir":
-                    existing.meta = meta
+                    self.nodes[path] = Node("dir", existing.layer, meta)  # a new node: forks share nodes
                     continue
                 node = Node("dir", layer, meta)
             elif entry.kind == "symlink":

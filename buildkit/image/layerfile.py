@@ -16,6 +16,7 @@ wheels exist, else the standard ``zlib``.
 from __future__ import annotations
 
 import io
+import logging
 import os
 import zlib
 from collections.abc import Callable, Sequence
@@ -32,6 +33,8 @@ try:
     from isal import isal_zlib as gzip_codec
 except ImportError:  # no isal wheel for this platform
     gzip_codec = zlib  # type: ignore[misc]
+
+log = logging.getLogger("ckit.layers")
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -153,6 +156,14 @@ def _verify_in_place(blob: LayerBlob, progress: Callable[[int], None] | None) ->
 def prepare(blob: LayerBlob, workdir: Path, number: int,
             progress: Callable[[int], None] | None = None) -> LayerTar:
     """``blob`` as a verified, uncompressed tar range, decompressing into ``workdir`` when it is compressed."""
+    if blob.chunks is not None:
+        try:
+            return _assemble(blob, workdir / f"layer-{number}.tar", progress)
+        except (ConvertError, IntegrityError) as err:  # the engine's save is the reference
+            if blob.fallback is None:
+                raise
+            log.info("%s: %s; reading it from the engine's save", blob.what, err.message)
+            return prepare(blob.fallback(), workdir, number, progress)
     head = _head(blob)
     if not head.startswith((GZIP_MAGIC, ZSTD_MAGIC)):
         if head.startswith((XZ_MAGIC, BZIP2_MAGIC)):
@@ -176,6 +187,24 @@ def prepare(blob: LayerBlob, workdir: Path, number: int,
         spool.unlink(missing_ok=True)
         raise
     reader.close()
+    return LayerTar(spool, 0, spool.stat().st_size, blob.what)
+
+
+def _assemble(blob: LayerBlob, spool: Path, progress: Callable[[int], None] | None) -> LayerTar:
+    """A layer whose bytes come as chunks (an engine's storage), spooled and checked against its diff_id."""
+    if blob.chunks is None or blob.diff_id is None:
+        raise ConvertError(f"{blob.what}: a layer assembled from an engine's storage needs its diff_id")
+    try:
+        with spool.open("wb") as raw_out:
+            out = _HashingWriter(raw_out, blob.diff_id)
+            for chunk in blob.chunks():
+                out.write(chunk)
+                if progress:
+                    progress(len(chunk))
+        _check(out.sha, blob.diff_id, blob.what, "diff_id")
+    except BaseException:
+        spool.unlink(missing_ok=True)
+        raise
     return LayerTar(spool, 0, spool.stat().st_size, blob.what)
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import ConvertError
-from ..fsutil import atomic_path
+from ..fsutil import atomic_path, copy_into
 from .sif_format import *  # noqa: F403 - the format's names, as callers have always found them here
 from .sif_format import (
     _DESCRIPTOR,
@@ -84,9 +84,9 @@ class SifObject:
                 yield block
 
 
-def deterministic_from_env() -> tuple[int, bytes]:
+def deterministic(source_date_epoch: int | None) -> tuple[int, bytes]:
     """(created, uuid) as apptainer picks them: SOURCE_DATE_EPOCH set → nil UUID + Go zero time, else random + now."""
-    if os.environ.get("SOURCE_DATE_EPOCH"):
+    if source_date_epoch is not None:
         return GO_ZERO_TIME, bytes(16)
     return int(time.time()), uuidlib.uuid4().bytes
 
@@ -162,10 +162,10 @@ def write_sif(
     out.write(bytes((DESCRIPTOR_CAPACITY - len(objects)) * DESCRIPTOR_SIZE))
     for padding, size, obj in layout:
         out.write(bytes(padding))
-        written = 0
-        for block in obj.chunks():
+        written = copy_into(obj.path, out) if obj.path is not None else None  # in the kernel, where possible
+        for block in obj.chunks() if written is None else ():
             out.write(block)
-            written += len(block)
+            written = (written or 0) + len(block)
         if written != size:
             raise ConvertError(f"{obj.path} changed size while it was written into the SIF ({size} → {written} bytes)")
 
@@ -178,11 +178,12 @@ def write_apptainer_sif(
     squashfs: Path,
     arch: str,
     inspect_metadata: bytes | None = None,
+    source_date_epoch: int | None = None,
 ) -> None:
     """Write a SIF as ``apptainer build`` does, atomically: temp file, fsync, verify, rename.
 
     Objects: Def.FILE, the JSON.Generic objects sorted by name (``inspect-metadata.json`` when given,
-    ``oci-config.json``), then the squashfs as the primary system partition. ``SOURCE_DATE_EPOCH`` makes
+    ``oci-config.json``), then the squashfs as the primary system partition. ``source_date_epoch`` makes
     the output deterministic (nil UUID, Go zero time), as apptainer does.
     """
     out_path = Path(out_path)
@@ -195,15 +196,14 @@ def write_apptainer_sif(
     objects.append(SifObject(DATA_GENERIC_JSON, data=oci_config, name="oci-config.json"))
     objects.append(SifObject(DATA_PARTITION, path=Path(squashfs), fstype=FS_SQUASHFS, parttype=PART_PRIMSYS,
                              arch=arch))
-    created, image_id = deterministic_from_env()
+    created, image_id = deterministic(source_date_epoch)
 
     def holds_partition(tmp: Path) -> None:
         partition = read_sif(tmp).primary_partition()
         if partition is None or partition.size != Path(squashfs).stat().st_size:
             raise ConvertError(f"{out_path}: the written SIF does not hold the squashfs partition")
 
-    umask = os.umask(0)
-    os.umask(umask)
+    os.umask(umask := os.umask(0))  # read the umask: set, then restore it
     with atomic_path(out_path, mode=0o755 & ~umask, suffix=".tmp", verify=holds_partition) as tmp, \
             open(tmp, "wb") as out:
         write_sif(out, objects=objects, launch_script=APPTAINER_LAUNCH_SCRIPT, created=created, uuid=image_id)

@@ -8,10 +8,13 @@ file on disk (the archive itself, a blob of the layout, or a spooled download), 
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import logging
 import platform
 import tarfile
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,9 @@ from ..oci.digest import parse_digest
 from ..oci.docker_manifest import ArchiveImage, archive_images
 from ..oci.layout import Descriptor, OciLayout, descriptor, json_object
 from ..oci.sources import SourceSpec, parse_spec
+from . import engine_storage
+
+log = logging.getLogger("ckit.source")
 
 SAVE_TIMEOUT = 600  # seconds the engine may stay silent during an image save
 
@@ -55,6 +61,9 @@ class LayerBlob:
     what: str  # how messages name it, e.g. "layer 2 (sha256:ab12…)"
     digest: str | None = None  # the blob's own digest (OCI layout, registry), checked as it is read
     diff_id: str | None = None  # the uncompressed tar's digest from the config, for blobs without a digest
+    # a layer from an engine's storage: the tar's bytes, and the same layer from a save if the storage fails
+    chunks: Callable[[], Iterator[bytes]] | None = None
+    fallback: Callable[[], LayerBlob] | None = None
 
 
 @dataclass(frozen=True)
@@ -225,19 +234,18 @@ class DockerArchiveSource(Source):
 class DaemonSource(Source):
     """An image in the engine behind the docker SDK (``DOCKER_HOST``: Docker or podman's service).
 
-    The image ID is the config digest, so identifying needs no save. Materialising spools ``image.save()``
-    (a docker-archive stream, written chunk by chunk, never held in memory) into the work dir: the archive
-    lists its layer order in ``manifest.json``, which a daemon may send last, and the flattener reads each
-    layer twice, so a seekable copy is needed anyway. With ``keep_in`` the copy goes there instead and
-    serves every later conversion of this source object (``ckit build --to sif,sqsh`` saves the image once);
-    the caller removes that folder.
+    The image ID is the config digest, so identifying needs no save. Materialising reads podman's layers where
+    podman keeps them when it can (:mod:`.engine_storage`: no save, and only the layers a conversion needs),
+    else spools ``image.save()`` into the work dir, chunk by chunk (the archive lists its layer order in
+    ``manifest.json``, which a daemon may send last, so a seekable copy is needed anyway).
     """
 
-    def __init__(self, text: str, ref: str, *, keep_in: Path | None = None) -> None:
+    def __init__(self, text: str, ref: str) -> None:
         self.text, self.ref, self.image_ref = text, ref, ref
         self._image: Any = None
-        self.keep_in = keep_in
-        self._kept: Materialized | None = None
+        self._daemon: Any = None
+        self._saved: DockerArchive | None = None
+        self._lock = threading.Lock()
 
     def _get(self) -> Any:
         if self._image is None:
@@ -247,7 +255,8 @@ class DaemonSource(Source):
             from ..engine.docker import connect
 
             try:
-                client = connect().client
+                self._daemon = connect()
+                client = self._daemon.client
                 client.api.timeout = SAVE_TIMEOUT  # a large image's save can be slow to start streaming
                 self._image = client.images.get(self.ref)
             except docker.errors.ImageNotFound as err:
@@ -265,28 +274,34 @@ class DaemonSource(Source):
         return Identity(None, image_id if image_id.startswith("sha256:") else "sha256:" + image_id)
 
     def materialize(self, workdir: Path, progress: Callable[[int], None] | None = None) -> Materialized:
-        if self._kept is not None:
-            return self._kept
-        if self.keep_in is not None:
-            self.keep_in.mkdir(parents=True, exist_ok=True)
-        archive = self.spool(self.keep_in or workdir, progress)
-        done = Materialized(archive.identify().config or b"", archive.layers())
-        if self.keep_in is not None:
-            self._kept = done
-        return done
+        digest = self.identify().digest  # connects first
+        stored = engine_storage.locate(self._daemon.server, self._daemon.address, self._get().attrs, digest)
+        if stored is None:
+            archive = self.spool(workdir, progress)
+            return Materialized(archive.identify().config or b"", archive.layers())
+        saved = functools.partial(self._saved_layer, workdir=workdir, progress=progress)
+        return Materialized(stored.config, [
+            LayerBlob(layer.tar_split, 0, layer.size, f"layer {n} ({short(layer.diff_id)})", diff_id=layer.diff_id,
+                      chunks=functools.partial(engine_storage.assemble, layer), fallback=functools.partial(saved, n - 1))
+            for n, layer in enumerate(stored.layers, start=1)])
+
+    def _saved_layer(self, index: int, workdir: Path, progress: Callable[[int], None] | None) -> LayerBlob:
+        """Layer ``index`` from the engine's save, made once for all layers that need it."""
+        with self._lock:
+            if self._saved is None:
+                self._saved = self.spool(workdir, progress)
+        return self._saved.layers()[index]
 
     def spool(self, workdir: Path, progress: Callable[[int], None] | None = None) -> DockerArchive:
-        image = self._get()
         path = workdir / "daemon-save.tar"
         with path.open("wb") as out:
-            for chunk in image.save(chunk_size=1 << 20, named=False):
+            for chunk in self._get().save(chunk_size=1 << 20, named=False):
                 out.write(chunk)
                 if progress:
                     progress(len(chunk))
         # The engine's image ID content-addresses the image: the config digest (podman, classic Docker) or,
         # with Docker's containerd store, the manifest digest. Either way it is a sound cache key.
-        archive = DockerArchive(path, None, self.text)
-        return archive
+        return DockerArchive(path, None, self.text)
 
 
 # --- OCI image layout ----------------------------------------------------------------------------------------

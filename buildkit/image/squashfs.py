@@ -19,13 +19,13 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..errors import ConfigError, ConvertError
 
 if TYPE_CHECKING:
     from .flatten import Tree
-    from .squashfs_writer import Ownership
+    from .squashfs_writer import Ownership, Stats
 
 SQUASHFS_MAGIC = b"hsqs"
 COMPRESSOR_IDS = {1: "gzip", 2: "lzma", 3: "lzo", 4: "xz", 5: "lz4", 6: "zstd"}
@@ -98,13 +98,15 @@ def choose(requested: str | None, allowed: Sequence[str] = (), *, target: str = 
 
 
 def build(out: Path, compression: Compression, tree: Tree, own: Ownership, *, mkfs_time: int = 0,
-          progress: Callable[[int], None] | None = None) -> None:
-    """Write ``tree`` as a squashfs image at ``out`` and check the result."""
+          progress: Callable[[int], None] | None = None, **reuse: Any) -> Stats:
+    """Write ``tree`` as a squashfs image at ``out`` and check the result (``reuse``: see
+    :func:`.squashfs_writer.write`)."""
     from . import squashfs_writer
 
-    squashfs_writer.write(tree, out, compression.algo, compression.level, own=own, mkfs_time=mkfs_time,
-                          progress=progress)
+    stats = squashfs_writer.write(tree, out, compression.algo, compression.level, own=own, mkfs_time=mkfs_time,
+                                  progress=progress, **reuse)
     check(out)
+    return stats
 
 
 @dataclass(frozen=True)

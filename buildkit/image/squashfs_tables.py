@@ -9,15 +9,18 @@ Field layouts follow the kernel's ``fs/squashfs/squashfs_fs.h``.
 from __future__ import annotations
 
 import struct
+import sys
+from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING
 
 from ..errors import ConvertError
 from .flatten import Meta, Node, Tree
 
 if TYPE_CHECKING:
-    from .squashfs_writer import Placement
+    from .squashfs_blocks import Output
+    from .squashfs_data import Placement
 
 METADATA_SIZE = 8192
 UNCOMPRESSED_META = 0x8000  # flag in a metadata block's 16-bit header
@@ -61,6 +64,16 @@ class MetadataWriter:
     def ref(self) -> tuple[int, int]:
         """(start of the current block in the compressed stream, offset inside it)."""
         return len(self.data), len(self._buf)
+
+    def position(self) -> int:
+        """How many bytes of content were written so far (the uncompressed position)."""
+        return len(self.block_starts) * METADATA_SIZE + len(self._buf)
+
+    def block_start(self, position: int) -> int:
+        """Where the block that holds content byte ``position`` starts in the compressed stream (the block
+        being filled starts where the stream ends now)."""
+        number = position // METADATA_SIZE
+        return self.block_starts[number] if number < len(self.block_starts) else len(self.data)
 
     def write(self, chunk: bytes) -> None:
         self._buf += chunk
@@ -137,7 +150,7 @@ class _Xattrs:
         self.ids.append(((block << 16) | offset, len(encoded), listed))
         return found
 
-    def write_tables(self, out: BinaryIO, pos: int, compress: Compress) -> tuple[int, int]:
+    def write_tables(self, out: Output, pos: int, compress: Compress) -> tuple[int, int]:
         """The key/value blocks, then the id table, then its header and index, at ``pos`` of ``out``.
         Returns (the header's position, for the superblock; the position after)."""
         kv = self.kv.finish()
@@ -167,7 +180,8 @@ class _Open:
     path: str
     number: int
     parent: int
-    pending: Iterator[str]
+    pending: Iterator[tuple[bytes, str]]  # (name, path) of each child, in name order
+    name: bytes = b""
     entries: list[_Entry] = field(default_factory=list)
     subdirs: int = 0
 
@@ -205,7 +219,8 @@ class Tables:
 
     def write(self) -> int:
         """Write every inode and directory listing; returns the root inode's reference."""
-        stack = [self._open("", 0)]
+        stack = [self._open("", b"", 0)]
+        nodes = self.tree.nodes
         while True:
             frame = stack[-1]
             child = next(frame.pending, None)
@@ -214,24 +229,27 @@ class Tables:
                 ref = self._close(frame)
                 if not stack:
                     return ref
-                stack[-1].entries.append(_Entry(_name(frame.path), DIR, ref, frame.number))
+                stack[-1].entries.append(_Entry(frame.name, DIR, ref, frame.number))
                 stack[-1].subdirs += 1
                 continue
-            node = self.tree.nodes[child]
+            name, path = child
+            node = nodes[path]
             if node.kind == "dir":
-                stack.append(self._open(child, frame.number))
+                stack.append(self._open(path, name, frame.number))
             else:
-                kind, ref, number = self._leaf(child, node)
-                frame.entries.append(_Entry(_name(child), kind, ref, number))
+                kind, ref, number = self._leaf(path, node)
+                frame.entries.append(_Entry(name, kind, ref, number))
 
-    def _open(self, path: str, parent: int) -> _Open:
-        children = sorted(self.tree.children.get(path, ()),
-                          key=lambda p: p.rpartition("/")[2].encode("utf-8", "surrogateescape"))
-        return _Open(path, self._dir_numbers[path], parent, iter(children))
+    def _open(self, path: str, name: bytes, parent: int) -> _Open:
+        children = sorted((_name(child), child) for child in self.tree.children.get(path, ()))
+        return _Open(path, self._dir_numbers[path], parent, iter(children), name)
 
     def _header(self, kind: int, meta: Meta, mode: int, number: int) -> bytes:
         uid, gid = (0, 0) if self.own.all_root else (meta.uid, meta.gid)
-        return struct.pack("<HHHHII", kind, mode & 0o7777, self.ids(uid), self.ids(gid), meta.mtime, number)
+        known = self.ids.index
+        uid_index = known[uid] if uid in known else self.ids(uid)
+        gid_index = known[gid] if gid in known else self.ids(gid)
+        return struct.pack("<HHHHII", kind, mode & 0o7777, uid_index, gid_index, meta.mtime, number)
 
     def _place(self, number: int) -> int:
         block, offset = self.inodes.ref()
@@ -243,19 +261,24 @@ class Tables:
         meta = self.tree.nodes[d.path].meta
         assert meta is not None
         listing_block, listing_offset = self.dirs.ref()
-        listing = _listing(d.entries)
+        start = self.dirs.position()
+        listing, anchors = _listing(d.entries)
         self.dirs.write(listing)
+        # the directory index: where each anchored header lies, so a lookup jumps near its name
+        index = b"".join(struct.pack("<III", at, self.dirs.block_start(start + at), len(name) - 1) + name
+                         for at, name in anchors)
         mode = self.own.mode("dir", meta.mode, d.path.count("/") + 1 if d.path else 0)
         xattr = self.xattrs(meta.xattrs)
         parent = d.parent or self.count + 1  # the root's parent: one past the last inode, as mksquashfs writes
         size = len(listing) + 3  # the kernel counts the "." and ".." it synthesises as 3 bytes
         ref = self._place(d.number)
-        if size <= 0xFFFF and xattr == NO_XATTR:
+        if size <= 0xFFFF and xattr == NO_XATTR and not anchors:
             self.inodes.write(self._header(DIR, meta, mode, d.number) + struct.pack(
                 "<IIHHI", listing_block, 2 + d.subdirs, size, listing_offset, parent))
         else:
             self.inodes.write(self._header(DIR + EXTENDED, meta, mode, d.number) + struct.pack(
-                "<IIIIHHI", 2 + d.subdirs, size, listing_block, parent, 0, listing_offset, xattr))
+                "<IIIIHHI", 2 + d.subdirs, size, listing_block, parent, len(anchors), listing_offset, xattr)
+                + index)
         return ref
 
     def _leaf(self, path: str, node: Node) -> tuple[int, int, int]:
@@ -271,19 +294,17 @@ class Tables:
             meta = inode.meta
             place = self.placements[id(inode)]
             links = self._links[id(inode)]
-            xattr = self.xattrs(meta.xattrs)
-            head = self._header
+            xattr = self.xattrs(meta.xattrs) if meta.xattrs else NO_XATTR
             mode = self.own.mode("file", meta.mode, depth)
-            sizes = struct.pack(f"<{len(place.blocks)}I", *place.blocks)
-            basic = links == 1 and xattr == NO_XATTR and not place.sparse
-            if basic and place.size < 1 << 32 and place.start < 1 << 32:
-                self.inodes.write(head(FILE, meta, mode, number) + struct.pack(
+            sizes = _words(place.blocks)
+            if links == 1 and xattr == NO_XATTR and not place.sparse and place.size < 1 << 32 \
+                    and place.start < 1 << 32:
+                self.inodes.write(self._header(FILE, meta, mode, number) + struct.pack(
                     "<IIII", place.start, place.fragment, place.fragment_offset, place.size) + sizes)
             else:
-                self.inodes.write(head(FILE + EXTENDED, meta, mode, number) + struct.pack(
+                self.inodes.write(self._header(FILE + EXTENDED, meta, mode, number) + struct.pack(
                     "<QQQIIII", place.start, place.size, place.sparse, links, place.fragment, place.fragment_offset,
-                    xattr)
-                    + sizes)
+                    xattr) + sizes)
             self._written[id(inode)] = (ref, number)
             return FILE, ref, number
         meta = node.meta
@@ -309,25 +330,49 @@ class Tables:
         raise ConvertError(f"/{path}: cannot store a {node.kind} in squashfs")
 
 
-def _listing(entries: list[_Entry]) -> bytes:
-    """A directory's listing: runs of entries under headers that share an inode block and a base number."""
+def _words(blocks: list[int]) -> bytes:
+    """Block size words as the inode stores them (little-endian u32)."""
+    if not blocks:
+        return b""
+    words = array("I", blocks)
+    if sys.byteorder != "little":
+        words.byteswap()
+    return words.tobytes()
+
+
+def _listing(entries: list[_Entry]) -> tuple[bytes, list[tuple[int, bytes]]]:
+    """A directory's listing: runs of entries under headers that share an inode block and a base number.
+
+    Also its index anchors, as ``mksquashfs`` places them: a new header starts (and is anchored: its offset
+    and first name go into the directory inode's index) whenever the entries since the last anchor would
+    pass one metadata block. A lookup then reads the index and scans at most about 8 KiB of the listing,
+    where without an index the kernel scans a large directory from its start on every lookup."""
     out = bytearray()
+    anchors: list[tuple[int, bytes]] = []
+    anchor = 0
     i = 0
     while i < len(entries):
         first = entries[i]
+        if i and len(out) + 8 + len(first.name) - anchor > METADATA_SIZE:
+            anchor = len(out)
+            anchors.append((anchor, first.name))
         block, base = first.ref >> 16, first.number
+        end = len(out) + 12 + 8 + len(first.name)  # after the header and the first entry
         j = i + 1
-        while (j < len(entries) and j - i < DIR_ENTRIES_PER_HEADER and entries[j].ref >> 16 == block
-               and -0x8000 <= entries[j].number - base <= 0x7FFF):
+        while j < len(entries) and j - i < DIR_ENTRIES_PER_HEADER:
+            e = entries[j]
+            end += 8 + len(e.name)
+            if e.ref >> 16 != block or not -0x8000 <= e.number - base <= 0x7FFF or end - anchor > METADATA_SIZE:
+                break
             j += 1
         out += struct.pack("<III", j - i - 1, block, base)
         for e in entries[i:j]:
             out += struct.pack("<HhHH", e.ref & 0xFFFF, e.number - base, e.kind, len(e.name) - 1) + e.name
         i = j
-    return bytes(out)
+    return bytes(out), anchors
 
 
-def lookup_table(out: BinaryIO, pos: int, items: bytes, compress: Compress) -> tuple[int, int]:
+def lookup_table(out: Output, pos: int, items: bytes, compress: Compress) -> tuple[int, int]:
     """A lookup table (fragments, export, ids): metadata blocks, then the raw array of their positions.
     Returns (position of that array, position after it)."""
     meta = MetadataWriter(compress)

@@ -20,9 +20,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from .. import __version__
-from ..config import limits
 from ..config.jsondoc import parse as parse_json
 from ..errors import CkitError, ConfigError
+from ..reproducible import source_date_epoch
 
 CREATED = "org.opencontainers.image.created"
 VERSION = "io.ckit.version"
@@ -34,10 +34,6 @@ _KEPT_PREFIXES = ("io.ckit.", "org.opencontainers.image.")
 
 def rfc3339(epoch: int) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def source_date_epoch() -> int | None:
-    return limits.source_date_epoch()
 
 
 def sif_metadata(path: Path) -> tuple[int | None, dict[str, str]]:

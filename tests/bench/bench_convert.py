@@ -221,7 +221,7 @@ def _raw_and_anchors(archive: Path, work: Path, big_ref: str) -> list[BenchResul
                                           f"ckit {oci_s['sqsh']:.2f} s"),
         BenchResult("ckit sqsh / enroot anchor (size)", sqsh_size / enroot_size, target="<= 1.25",
                     detail=f"{sqsh_size / 1e6:.1f} MB vs {enroot_size / 1e6:.1f} MB (lzo -noD leaves data raw)"),
-        BenchResult("ckit sqsh from docker-daemon (incl. engine save)", daemon.seconds, unit="s",
+        BenchResult("ckit sqsh from docker-daemon (layers read from podman's storage)", daemon.seconds, unit="s",
                     detail=f"vs {sqsh_s:.2f} s from a docker-archive on disk"),
     ]
 

@@ -8,8 +8,8 @@ set -euo pipefail
 PACKAGES=(
   # containers: podman API service + build engines (runc: crun fails on this host's hybrid cgroups)
   podman runc conmon uidmap slirp4netns containernetworking-plugins iptables catatonit buildah
-  # image tools and squashfs / SIF
-  skopeo umoci squashfs-tools squashfs-tools-ng squashfuse fuse3 siftool
+  # image tools and squashfs / SIF; xfsprogs: the bench's reflink file system (a loop-mounted XFS image)
+  skopeo umoci squashfs-tools squashfs-tools-ng squashfuse fuse3 siftool xfsprogs
   # registry (distribution) + htpasswd
   docker-registry apache2-utils openssl
   # slurm single node + SPANK build

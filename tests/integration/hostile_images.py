@@ -54,7 +54,7 @@ def oci_layout(path: Path, layers: list[bytes], *, compress: bool = True, algori
         (blobs / digest.split(":")[1]).write_bytes(data)
         return digest
 
-    packed = [gzip.compress(t) for t in layers] if compress else list(layers)
+    packed = [gzip.compress(t, mtime=0) for t in layers] if compress else list(layers)  # the same bytes every time
     layer_type = "application/vnd.oci.image.layer.v1.tar" + ("+gzip" if compress else "")
     config = config_blob(layers)
     manifest = json.dumps({

@@ -16,13 +16,14 @@ import shutil
 import stat
 import subprocess
 import tarfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import docker
 import pytest
 
-from buildkit.image import enroot_rootfs
+from buildkit.image import enroot_rootfs, squashfs
 from buildkit.image.convert import convert
 from buildkit.image.model import ImageConfig
 from buildkit.image.sif import read_sif
@@ -230,6 +231,36 @@ def test_reproducible_with_source_date_epoch(archive: Path, tmp_path: Path, monk
         a = convert(f"docker-archive:{archive}", target, store=Store(tmp_path / "a"))
         b = convert(f"docker-archive:{archive}", target, store=Store(tmp_path / "b"))
         assert a.path.read_bytes() == b.path.read_bytes(), target
+
+
+def test_a_warm_store_never_serves_bytes_made_without_source_date_epoch(archive: Path, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    store = Store(tmp_path / "store")
+    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
+    for target in ("sif", "sqsh"):
+        convert(f"docker-archive:{archive}", target, store=store)  # the store is warm, without the variable
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    for target in ("sif", "sqsh"):
+        warm = convert(f"docker-archive:{archive}", target, store=store)
+        cold = convert(f"docker-archive:{archive}", target, store=Store(tmp_path / f"cold-{target}"))
+        assert not warm.cache_hit, target
+        assert warm.path.read_bytes() == cold.path.read_bytes(), target
+        assert convert(f"docker-archive:{archive}", target, store=store).cache_hit  # now it is in the store
+
+
+def test_the_superblock_is_dated_by_source_date_epoch_or_the_conversion(archive: Path, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
+    began = int(time.time())
+    for target in ("sqsh", "sif"):
+        result = convert(f"docker-archive:{archive}", target, store=Store(tmp_path / f"now-{target}"))
+        offset = 0 if target == "sqsh" else read_sif(result.path).primary_partition().offset  # type: ignore[union-attr]
+        assert began <= squashfs.check(result.path, offset).mkfs_time <= int(time.time()), target
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    for target in ("sqsh", "sif"):
+        result = convert(f"docker-archive:{archive}", target, store=Store(tmp_path / f"fixed-{target}"))
+        offset = 0 if target == "sqsh" else read_sif(result.path).primary_partition().offset  # type: ignore[union-attr]
+        assert squashfs.check(result.path, offset).mkfs_time == 1700000000, target
 
 
 def test_second_convert_is_a_fast_cache_hit(edge_image: str, store: Store, tmp_path: Path) -> None:

@@ -43,10 +43,9 @@ def ckit_sif(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tree / "bin").mkdir(parents=True)
     materialize(tree, A.entries(CONFIG, deffile=DEFFILE, source_date_epoch=0))
     root = squash(tree, tmp_path / "root.sqsh")
-    monkeypatch.setenv("SOURCE_DATE_EPOCH", "0")  # after mksquashfs, which refuses it together with -mkfs-time
     sif = tmp_path / "image.sif"
     write_apptainer_sif(sif, deffile=DEFFILE.encode(), oci_config=A.oci_config_json(CONFIG), squashfs=root,
-                        arch="amd64")
+                        arch="amd64", source_date_epoch=0)
     monkeypatch.chdir(tmp_path)
     return sif
 

@@ -307,3 +307,72 @@ def test_a_layer_that_shrinks_after_indexing_is_a_clear_error(tmp_path: Path) ->
     os.truncate(layer, 1024)  # changed under ckit's feet between the two passes
     with pytest.raises(ConvertError, match="layer 1: the layer ended early"):
         write(tree, tmp_path / "out.sqsh", "zstd", 1)
+
+
+WIDE = 20_000
+
+
+def _wide_names() -> list[str]:
+    return [f"lib{n:05d}-{'x' * (n % 40)}.so.{n % 7}" for n in range(WIDE)]
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A directory of 20,000 files: ckit's image of it, and mksquashfs's of the same tree."""
+    work = tmp_path_factory.mktemp("wide")
+    layer, tree = work / "layer.tar", work / "tree"
+    with tarfile.open(layer, "w") as tar:
+        for name in ["big", *(f"big/{n}" for n in _wide_names())]:
+            info = tarfile.TarInfo(name)
+            info.type = tarfile.DIRTYPE if name == "big" else tarfile.REGTYPE
+            info.mode, info.mtime = 0o755, MTIME
+            data = name.encode()
+            info.size = len(data) if info.isreg() else 0
+            tar.addfile(info, io.BytesIO(data) if info.isreg() else None)
+    write(flatten(as_layer_tars([layer]), mtime=MTIME), work / "ckit.sqsh", "zstd", 1, mkfs_time=MTIME)
+    tree.mkdir()
+    subprocess.run(["tar", "-C", str(tree), "-xf", str(layer)], check=True)  # noqa: S603, S607
+    subprocess.run(["mksquashfs", str(tree), str(work / "mksquashfs.sqsh"), "-noappend", "-quiet",  # noqa: S603, S607
+                    "-no-progress", "-comp", "zstd"], check=True)
+    return work / "ckit.sqsh", work / "mksquashfs.sqsh"
+
+
+def _index(image: Path) -> list[tuple[str, int]]:
+    """The directory index of /big as squashfs-tools-ng's ``rdsquashfs --stat`` shows it: (name, header offset)."""
+    shown = subprocess.run(["rdsquashfs", "-s", "/big", str(image)], check=True, capture_output=True,  # noqa: S603, S607
+                           text=True).stdout
+    return [(line.split("'")[1], int(line.rsplit(" ", 1)[1])) for line in shown.splitlines()
+            if line.startswith("\t'") and "header offset" in line]
+
+
+def test_a_large_directory_has_an_index_as_mksquashfs_writes_it(wide: tuple[Path, Path]) -> None:
+    ours, theirs = (_index(image) for image in wide)
+    assert len(ours) >= 0.95 * len(theirs) > 90  # an entry per 8 KiB of listing, like mksquashfs
+    names = [name for name, _ in ours]
+    assert names == sorted(names, key=lambda n: n.encode()) and set(names) <= set(_wide_names())
+    offsets = [0] + [at for _, at in ours]
+    assert all(0 < b - a <= 8192 + 300 for a, b in zip(offsets, offsets[1:], strict=False))
+
+
+def test_every_reader_looks_up_every_name_through_the_index(wide: tuple[Path, Path], tmp_path: Path) -> None:
+    image = wide[0]
+    names = _wide_names()
+    probes = ["a", "lib", "lib00000-", "lib10000-" + "x" * 50, "lib19999", "zzz", "lib20000-.so.0"]
+    for mount, unmount in ((["mount", "-t", "squashfs", "-o", "loop,ro"], ["umount"]),
+                           (["squashfuse"], ["fusermount3", "-u"])):
+        where = tmp_path / mount[0]
+        where.mkdir()
+        subprocess.run([*mount, str(image), str(where)], check=True)  # noqa: S603
+        try:
+            big = where / "big"
+            assert sorted(os.listdir(big)) == sorted(names)
+            for name in names:  # every lookup by name: the index sends each one to the right header
+                assert (big / name).stat().st_size == len(f"big/{name}"), (mount[0], name)
+            for name in names[::997]:
+                assert (big / name).read_bytes() == f"big/{name}".encode()
+            assert not any((big / probe).exists() for probe in probes)
+        finally:
+            subprocess.run([*unmount, str(where)], check=True)  # noqa: S603
+    listing = subprocess.run(["unsquashfs", "-l", "-d", "", str(image)], check=True, capture_output=True,  # noqa: S603, S607
+                             text=True).stdout.split()
+    assert sorted(p for p in listing if p.startswith("/big/")) == sorted(f"/big/{n}" for n in names)

@@ -126,7 +126,8 @@ def test_annotations_come_from_the_labels_inside_a_sif(tmp_path: Path, monkeypat
     written = oci_config_json(ImageConfig.from_image_config(image))
     assert json.loads(written)["Labels"]["io.ckit.stack"] == "from-sif"  # no "config" key around it
     sif = tmp_path / "labelled.sif"
-    write_apptainer_sif(sif, deffile=b"bootstrap: docker\n", oci_config=written, squashfs=squashfs, arch="amd64")
+    write_apptainer_sif(sif, deffile=b"bootstrap: docker\n", oci_config=written, squashfs=squashfs, arch="amd64",
+                        source_date_epoch=1700000000)
     values = notes.for_artifact(sif, "sif", source_digest="sha256:" + "e" * 64)
     assert values["io.ckit.stack"] == "from-sif"
     assert values["io.ckit.parameters"] == '{"t":{"v":"1"}}'

@@ -16,6 +16,7 @@ from buildkit.config import jsondoc, limits
 from buildkit.errors import ConfigError, IntegrityError
 from buildkit.fsutil import atomic_write, check_output, clean_stale, read_capped
 from buildkit.registry.transport import _retry_after
+from buildkit.reproducible import source_date_epoch
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -44,14 +45,14 @@ def test_limits_come_from_the_environment_and_bad_values_are_bad_input(monkeypat
 @pytest.mark.parametrize("value", ["", "0", "4294967295"])
 def test_source_date_epoch_in_range(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
     monkeypatch.setenv("SOURCE_DATE_EPOCH", value)
-    assert limits.source_date_epoch() == (int(value) if value else None)
+    assert source_date_epoch() == (int(value) if value else None)
 
 
 @pytest.mark.parametrize("value", ["4294967296", "99999999999999999999", "-1", "1e9", "now"])
 def test_source_date_epoch_out_of_range_is_bad_input(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
     monkeypatch.setenv("SOURCE_DATE_EPOCH", value)
     with pytest.raises(ConfigError, match="SOURCE_DATE_EPOCH"):
-        limits.source_date_epoch()
+        source_date_epoch()
 
 
 def test_json_nesting_and_types_are_checked_without_recursion() -> None:

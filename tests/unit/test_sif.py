@@ -162,24 +162,21 @@ def test_writer_refuses_what_the_format_cannot_hold() -> None:
         S.write_sif(io.BytesIO(), objects=[S.SifObject(S.DATA_GENERIC)])
 
 
-def test_deterministic_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
-    assert S.deterministic_from_env() == (-62135596800, bytes(16))
-    monkeypatch.delenv("SOURCE_DATE_EPOCH")
-    created, image_id = S.deterministic_from_env()
+def test_deterministic_with_source_date_epoch() -> None:
+    assert S.deterministic(1700000000) == S.deterministic(0) == (-62135596800, bytes(16))
+    created, image_id = S.deterministic(None)
     assert created > 1_700_000_000 and len(image_id) == 16 and image_id != bytes(16)
     assert image_id[6] >> 4 == 4  # a version-4 UUID
-    assert S.deterministic_from_env()[1] != image_id
+    assert S.deterministic(None)[1] != image_id
 
 
-def test_apptainer_sif_layout_and_determinism(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SOURCE_DATE_EPOCH", "0")
+def test_apptainer_sif_layout_and_determinism(tmp_path: Path) -> None:
     squash = tmp_path / "root.sqsh"
     squash.write_bytes(b"hsqs" + bytes(4092) + b"tail")
     outs = [tmp_path / "a.sif", tmp_path / "b.sif"]
     for out in outs:
         S.write_apptainer_sif(out, deffile=b"bootstrap: docker\nfrom: x\n\n", oci_config=b'{"Cmd":["sh"]}',
-                              squashfs=squash, arch="amd64")
+                              squashfs=squash, arch="amd64", source_date_epoch=0)
     assert outs[0].read_bytes() == outs[1].read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.sif", "b.sif", "root.sqsh"]
     sif = S.read_sif(outs[0])
@@ -226,15 +223,11 @@ def test_interrupted_write_keeps_the_old_file_and_leaves_no_temp(tmp_path: Path,
     squash.write_bytes(b"hsqs" + bytes(3 * S.CHUNK))
     out = tmp_path / "out.sif"
     out.write_bytes(b"previous version")
-    real_chunks = S.SifObject.chunks
+    def interrupted(path: Path, out: object) -> None:
+        out.write(path.read_bytes()[:S.CHUNK])  # type: ignore[attr-defined]
+        raise KeyboardInterrupt  # part of the squashfs copied into the SIF
 
-    def interrupted(self: S.SifObject):  # type: ignore[no-untyped-def]
-        for i, block in enumerate(real_chunks(self)):
-            if i == 1:
-                raise KeyboardInterrupt
-            yield block
-
-    monkeypatch.setattr(S.SifObject, "chunks", interrupted)
+    monkeypatch.setattr(S, "copy_into", interrupted)
     with pytest.raises(KeyboardInterrupt):
         S.write_apptainer_sif(out, deffile=b"d", oci_config=b"{}", squashfs=squash, arch="amd64")
     assert out.read_bytes() == b"previous version"

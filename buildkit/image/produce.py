@@ -1,0 +1,246 @@
+"""Making converted images on a store miss: read the layers once, index them once, write every target.
+
+Every target of one source (``ckit build --to sif,sqsh``) shares one materialisation of the image, one
+verification of each layer it reads and one pass over the layers' tar headers; each target then adds its own
+rootfs additions to a fork of that index and writes its squashfs (and SIF).
+
+Reuse: before reading anything, each layer is looked up in the store's reuse records (:mod:`.squashfs_reuse`)
+under the target's compression. A layer with a record for every target is not read at all: its index is
+replayed from the record and its data copied from the earlier image. Layers without one are read, verified and
+indexed as usual; a layer replayed from a record is read after all (lazily) only when some of its data is not in
+the earlier image. After publishing, each target records its layers for the next conversion.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import gc
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import store as store_mod
+from ..config.jsondoc import parse as parse_json
+from ..errors import ConvertError
+from ..progress import Meter, Reporter
+from . import squashfs
+from .flatten import Tree
+from .layerfile import LayerTar, prepare
+from .model import ImageConfig, RootfsEntry
+from .source import LayerBlob
+from .squashfs_copy import Earlier, EarlierChanged
+from .squashfs_reuse import Columns, Record, Records
+from .squashfs_writer import Ownership, Stats, codec_version, decompressor
+
+if TYPE_CHECKING:
+    from .convert import ConvertPlan
+
+log = logging.getLogger("ckit.convert")
+
+
+class _Layers:
+    """The image's layers as verified tars, prepared on first use (compressed ones decompressed into ``work``)."""
+
+    def __init__(self, blobs: Sequence[LayerBlob], work: Path, progress: Callable[[int], None]) -> None:
+        self.blobs, self.work, self.progress = blobs, work, progress
+        self._tars: dict[int, LayerTar] = {}
+        self._lock = threading.Lock()
+
+    def get(self, number: int) -> LayerTar:
+        with self._lock:
+            tar = self._tars.get(number)
+        if tar is None:
+            tar = prepare(self.blobs[number], self.work, number + 1, self.progress)
+            with self._lock:
+                self._tars[number] = tar
+        return tar
+
+    def prepare(self, numbers: Sequence[int]) -> None:
+        """Prepare several layers at once (compressed ones decompress concurrently, one thread per layer)."""
+        if len(numbers) > 1:
+            with ThreadPoolExecutor(max_workers=min(len(numbers), os.cpu_count() or 1)) as pool:
+                for future in [pool.submit(self.get, n) for n in numbers]:
+                    future.result()
+        for n in numbers:
+            self.get(n)
+
+
+def _created(config_blob: dict[str, Any]) -> int:
+    text = str(config_blob.get("created") or "")
+    try:
+        return int(dt.datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=dt.UTC).timestamp())
+    except ValueError:
+        return 0
+
+
+def produce(plans: Sequence[ConvertPlan], store: store_mod.Store,
+            progress: Reporter) -> list[tuple[store_mod.Entry, Stats]]:
+    """Make and publish every plan's artifact (all plans convert the same source; hold their keys' locks).
+
+    Python's cyclic garbage collector is paused meanwhile: the index holds hundreds of thousands of objects that
+    live until the end, which each full collection would walk again (a third of a reconversion's CPU time).
+    The artifacts are published only once the scratch folder is gone: a kill from then on leaves at most temp
+    files, which the next producer removes, never a folder that no cache hit would clean."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for p in plans:
+            store.clean_temps(p.key)
+        production = _Production(plans, store, progress)
+        with store.workdir(plans[0].key) as work:
+            made = production.run(work)
+        return [production.publish(*item) for item in made]
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _codec(p: ConvertPlan) -> str:
+    return codec_version(p.compression.algo, p.compression.level)
+
+
+class _Production:
+    """What every target of one source shares: the image's config and layers, the index, the reuse records."""
+
+    def __init__(self, plans: Sequence[ConvertPlan], store: store_mod.Store, progress: Reporter) -> None:
+        self.plans, self.store, self.progress = plans, store, progress
+        self.records = Records(store.root)
+
+    def run(self, work: Path) -> list[tuple[ConvertPlan, Path, dict[str, Any], Stats]]:
+        """Every target's artifact written to a temp file in the store (published by :meth:`publish`)."""
+        self.work = work
+        with self.progress.meter("reading layers") as reading:
+            tree, found = self._read(reading)
+        # each target adds its files to its own copy of the index; the last one takes the index itself
+        return [self._target(p, tree.fork() if n < len(self.plans) - 1 else tree, found[p.key])
+                for n, p in enumerate(self.plans)]
+
+    def _read(self, reading: Meter) -> tuple[Tree, dict[str, list[Record | None]]]:
+        """The image's config and the merged index of its layers (replayed from records where every target has
+        one); ``reading`` counts the bytes read (their total is not known ahead: an engine's save has none)."""
+        source, epoch = self.plans[0].source, self.plans[0].epoch
+        mat = source.materialize(self.work, reading)
+        blob = parse_json(mat.config, f"{source.text}: the image config", error=ConvertError)
+        self.config = ImageConfig.from_image_config(blob, f"{source.text}: the image config")
+        self.digests = [b.digest or b.diff_id for b in mat.layers]
+        found = {p.key: [self.records.find(d, p.compression.label, _codec(p)) if d else None for d in self.digests]
+                 for p in self.plans}
+        self.layers = _Layers(mat.layers, self.work, reading)
+        tree, self.members = _index(mat.layers, found, self.layers, epoch if epoch is not None else _created(blob))
+        self.records.forget_members()
+        return tree, {key: [dataclasses.replace(r, members=[]) if r else None for r in recs]
+                      for key, recs in found.items()}
+
+    def _target(self, p: ConvertPlan, tree: Tree,
+                found: list[Record | None]) -> tuple[ConvertPlan, Path, dict[str, Any], Stats]:
+        additions, own = _additions(p, self.config)
+        tree.add_entries(additions, tree.default_mtime)
+        temp = self.store.temp_path(p.key, p.target)
+        try:
+            squash = temp if p.target == "sqsh" else self.work / f"rootfs-{p.key[:16]}.squashfs"
+            with self.progress.meter(f"writing .{p.target} ({p.compression.label})",
+                                     total=tree.total_bytes()) as packing:
+                stats = self._squashfs(p, tree, own, squash, found, packing)
+            if p.target == "sif":
+                from . import apptainer_rootfs
+                from .sif import write_apptainer_sif
+
+                write_apptainer_sif(temp, deffile=p.deffile.encode(), squashfs=squash, arch=self.config.architecture,
+                                    oci_config=apptainer_rootfs.oci_config_json(self.config),
+                                    source_date_epoch=p.epoch)
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
+        meta = {"source": p.source.text, "source_digest": p.source_digest, "target": p.target,
+                "compression": p.compression.label, "created": int(time.time()), "source_date_epoch": p.epoch,
+                "reused_bytes": stats.copied, "compressed_bytes": stats.compressed}
+        return p, temp, meta, stats
+
+    def publish(self, p: ConvertPlan, temp: Path, meta: dict[str, Any], stats: Stats) -> tuple[store_mod.Entry, Stats]:
+        """Verify and publish a target's temp file, then record where its layers' data lies in it."""
+        from .convert import verifier
+
+        entry = self.store.publish(p.key, p.target, temp, meta, verifier(p.target))
+        self._record(p, entry, stats)
+        return entry, stats
+
+    def _squashfs(self, p: ConvertPlan, tree: Tree, own: Ownership, out: Path, found: list[Record | None],
+                  advance: Callable[[int], None]) -> Stats:
+        """Write the squashfs, copying what the records offer; when an earlier image turns out changed or
+        damaged, its records are dropped and the squashfs is written again without them."""
+        decompress = decompressor(p.compression.algo)
+        mkfs_time = p.epoch if p.epoch is not None else int(time.time())
+        usable = {n: rec for n, rec in enumerate(found) if rec is not None}
+        while True:
+            earlier: dict[int, Earlier] = {}
+            try:
+                for n, rec in list(usable.items()):
+                    try:
+                        earlier[n] = self.records.open(rec, decompress)
+                    except OSError:  # removed since it was checked: convert that layer without it
+                        del usable[n]
+                return squashfs.build(out, p.compression, tree, own, mkfs_time=mkfs_time, progress=advance,
+                                      earlier=earlier, open_layer=self.layers.get)
+            except EarlierChanged as changed:
+                log.info("%s does not match its reuse records; converting without it", changed.path)
+                self.records.drop_artifact(usable.values(), changed.path)
+                usable = {n: r for n, r in usable.items()
+                          if str(self.records.artifacts / r.artifact) != changed.path}
+            finally:
+                for e in earlier.values():
+                    os.close(e.fd)
+
+    def _record(self, p: ConvertPlan, entry: store_mod.Entry, stats: Stats) -> None:
+        """Record where each layer's data lies in the published artifact, for the next conversion."""
+        base = 0
+        if p.target == "sif":
+            from .sif import read_sif
+
+            partition = read_sif(entry.path).primary_partition()
+            if partition is None:
+                return
+            base = partition.offset
+        st = entry.path.stat()
+        self.records.save(
+            (Record(digest, p.compression.label, _codec(p), entry.path.name, (st.st_ino, st.st_size, st.st_mtime_ns),
+                    base, stats.segments[n], []), self.members[n])
+            for n, digest in enumerate(self.digests) if digest)
+
+
+def _index(blobs: Sequence[LayerBlob], found: dict[str, list[Record | None]], layers: _Layers,
+           mtime: int) -> tuple[Tree, list[bytes | None]]:
+    """The merged index of the layers, one pass over each layer's headers; a layer that every target has a
+    record for is replayed from it instead of read. Also, for each layer read, its members file encoded (the
+    members themselves are not kept: a large image has hundreds of thousands)."""
+    read = [n for n in range(len(blobs)) if any(recs[n] is None for recs in found.values())]
+    layers.prepare(read)
+    tree = Tree(default_mtime=mtime)
+    encoded: list[bytes | None] = []
+    for n, blob in enumerate(blobs):
+        if n in read:
+            kept = Columns()
+            tree.add_layer(layers.get(n), kept)  # type: ignore[arg-type]
+            encoded.append(kept.encode())
+        else:
+            record = next(recs[n] for recs in found.values() if recs[n] is not None)
+            tree.replay_layer(record.members, blob.what)  # type: ignore[union-attr]
+            encoded.append(None)
+    if tree.dropped:
+        log.info("dropped: %s", ", ".join(f"{n} {why}" for why, n in sorted(tree.dropped.items())))
+    return tree, encoded
+
+
+def _additions(p: ConvertPlan, config: ImageConfig) -> tuple[list[RootfsEntry], Ownership]:
+    if p.target == "sqsh":
+        from . import enroot_rootfs
+
+        return enroot_rootfs.entries(config, provenance=p.provenance), Ownership(all_root=True, fixperms=True)
+    from . import apptainer_rootfs
+
+    return apptainer_rootfs.entries(config, deffile=p.deffile, source_date_epoch=p.epoch), Ownership()
