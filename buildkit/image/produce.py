@@ -175,7 +175,8 @@ class _Production:
         """Write the squashfs, copying what the records offer; when an earlier image turns out changed or
         damaged, its records are dropped and the squashfs is written again without them."""
         decompress = decompressor(p.compression.algo)
-        mkfs_time = p.epoch if p.epoch is not None else int(time.time())
+        # Unset, the superblock says 0 (as before reuse existed): the same image always gives the same .sqsh bytes.
+        mkfs_time = p.epoch if p.epoch is not None else 0
         usable = {n: rec for n, rec in enumerate(found) if rec is not None}
         while True:
             earlier: dict[int, Earlier] = {}
