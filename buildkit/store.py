@@ -38,7 +38,8 @@ from .errors import ConvertError
 from .fsutil import fsync_dir, place_copy
 from .lease import Lease
 
-FORMAT_VERSION = 2  # bump when the bytes ckit writes for the same inputs change (2: ckit's own squashfs writer)
+FORMAT_VERSION = 3  # bump when the bytes ckit writes for the same inputs change (2: ckit's own squashfs writer;
+#                    3: a .sqsh carries Charliecloud's /ch files and mount points)
 
 
 def default_root() -> Path:

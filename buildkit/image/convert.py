@@ -195,9 +195,9 @@ def _produce(p: ConvertPlan, store: store_mod.Store, check, progress: Reporter) 
         epoch = source_date_epoch()
         mtime = epoch if epoch is not None else _created(blob)
         if p.target == "sqsh":
-            from . import enroot_rootfs
+            from . import charliecloud_rootfs, enroot_rootfs
 
-            additions = enroot_rootfs.entries(config, provenance=p.provenance)
+            additions = [*enroot_rootfs.entries(config, provenance=p.provenance), *charliecloud_rootfs.entries(config)]
             own = Ownership(all_root=True, fixperms=True)
         else:
             from . import apptainer_rootfs
