@@ -16,8 +16,9 @@ from typing import TypeVar
 import pytest
 
 from tests.infra import components
+from tests.infra.charliecloud import Charliecloud
 from tests.infra.daemon import Component
-from tests.infra.frameworks import FrameworkVenv, HorovodVenv
+from tests.infra.frameworks import FrameworkVenv, FrameworkWheels, HorovodVenv
 from tests.infra.images import BusyboxImage, DebianImage
 from tests.infra.podman import PodmanService
 from tests.infra.registry import AuthRegistry, Registry, RegistryInfo, TLSRegistry
@@ -143,3 +144,17 @@ def horovod() -> Iterator[HorovodVenv]:
     """A venv with Horovod (Gloo, PyTorch) built against Debian's python3-torch."""
     with running(HorovodVenv()) as venv:
         yield venv
+
+
+@pytest.fixture(scope="session")
+def framework_wheels(frameworks: FrameworkVenv) -> Iterator[FrameworkWheels]:
+    """The frameworks venv's pins as wheels (``.path``, with requirements.txt), for an image built offline."""
+    with running(FrameworkWheels()) as wheels:
+        yield wheels
+
+
+@pytest.fixture(scope="session")
+def charliecloud() -> Iterator[Charliecloud]:
+    """ch-run, and the unprivileged user ``.user`` (pwd entry) that may use /dev/fuse and user namespaces."""
+    with running(Charliecloud()) as component:
+        yield component

@@ -8,7 +8,9 @@ What ch-run (0.31, Debian 12) does not do by itself, ckit's job does:
   Pyxis's ``--container-env``;
 * the working directory: ``--cd`` the submit folder (``--workdir`` changes it), bound at its own path;
 * ``USER``: ch-run refuses to start without it, and a submit environment may lack it (``SLURM_JOB_USER`` is
-  always there); ``--home`` binds ``$HOME`` at ``/home/$USER``, so a submit folder in the home is reachable.
+  always there); ``--home`` binds ``$HOME`` at ``/home/$USER``, so a submit folder in the home is reachable;
+* several tasks per node share one container (``--join``): Open MPI's single-copy shared memory (CMA) does not
+  work between user namespaces.
 
 A SquashFS image is read-only and ch-run 0.31 cannot create mount points in it: every bind destination must
 exist in the image. ch-run shares the host's ``/tmp``; ckit's ``.sqsh`` carries ``/home`` and ``/mnt/0`` …
@@ -64,16 +66,19 @@ class Charliecloud(RuntimeBackend):
                 "ckit does not run", hint="use --runtime pyxis or singularity for GPU jobs, or --gpus-per-node 0")
 
     def setup(self, plan: LaunchPlan) -> tuple[str, ...]:
-        return SETUP
-
-    def task_words(self, plan: LaunchPlan, exports: Sequence[str], tty: bool = False) -> list[str]:
-        words = [q(plan.runtime.command or "ch-run"), *(q(f) for f in plan.runtime.flags), "--home",
-                 "--cd", workdir_word(plan), "-b", SUBMIT_MOUNT]
+        words = [q(plan.runtime.command or "ch-run"), *(q(f) for f in plan.runtime.flags)]
+        if plan.tasks_per_node > 1:  # one container per node: MPI's shared memory (CMA) needs one user namespace
+            words.append("--join")
+        words += ["--home", "--cd", workdir_word(plan), "-b", SUBMIT_MOUNT]
         for bind in _binds(plan):
             words += ["-b", bind]
-        # /ch/environment, then the job's own variables over it (single quotes: ch-run strips one pair)
-        words += ["--env-no-expand", "--set-env", *(f"--set-env=\"{name}='${{{name}}}'\"" for name in exports)]
-        return [*words, qv("CKIT_IMAGE"), "--"]
+        return (*SETUP, "# ch-run in each task: the submit folder (bound) to start in, the image's ENV as written "
+                        "(/ch/environment)", f"ckit_ch_run=({' '.join(words)} --env-no-expand --set-env)")
+
+    def task_words(self, plan: LaunchPlan, exports: Sequence[str], tty: bool = False) -> list[str]:
+        # the job's own variables over the image's (single quotes: ch-run strips one pair)
+        return ['"${ckit_ch_run[@]}"', *(f"--set-env=\"{name}='${{{name}}}'\"" for name in exports),
+                qv("CKIT_IMAGE"), "--"]
 
 
 BACKENDS = (Charliecloud(),)
