@@ -1,7 +1,7 @@
 """Charliecloud: the /ch files and mount points a .sqsh carries, and the ch-run words of `ckit launch` (pure).
 
 The real runs (ch-run on a converted minimal image, jobs under Slurm as root and as an unprivileged user) are in
-tests/integration/test_charliecloud.py and the real-run matrix.
+tests/integration/test_charliecloud_runs.py and the real-run matrix.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def test_registered_by_its_module_alone() -> None:
 
 def test_the_task_line_sets_env_workdir_binds_and_keeps_arguments_verbatim() -> None:
     script = render_sbatch(_plan(framework="ddp", env=(("GREETING", "a 'b' $c"),), mounts=("/data:/mnt/0:rw",)))
-    assert 'export USER="${USER:-${SLURM_JOB_USER}}"' in script  # ch-run refuses to start without USER
+    assert 'export USER="${USER:-${SLURM_JOB_USER:-$(id -un)}}"' in script  # ch-run refuses to start without USER
     assert 'ckit_ch_run=(ch-run --home --cd "${SLURM_SUBMIT_DIR}" -b "${SLURM_SUBMIT_DIR}:${SLURM_SUBMIT_DIR}" ' \
            "-b /data:/mnt/0 --env-no-expand --set-env)\n" in script
     step = next(line for line in script.splitlines() if line.startswith("srun "))

@@ -7,8 +7,8 @@ What ch-run (0.31, Debian 12) does not do by itself, ckit's job does:
   (the site's and ``--env`` values, ranks and addresses) is set again, so it wins over the image's, as with
   Pyxis's ``--container-env``;
 * the working directory: ``--cd`` the submit folder (``--workdir`` changes it), bound at its own path;
-* ``USER``: ch-run refuses to start without it, and a submit environment may lack it (``SLURM_JOB_USER`` is
-  always there); ``--home`` binds ``$HOME`` at ``/home/$USER``, so a submit folder in the home is reachable;
+* ``USER``: ch-run refuses to start without it, and a submit environment may lack it (a batch job has
+  ``SLURM_JOB_USER``; ``salloc`` of ``ckit shell`` not even that); ``--home`` binds ``$HOME`` at ``/home/$USER``, so a submit folder in the home is reachable;
 * several tasks per node share one container (``--join``): Open MPI's single-copy shared memory (CMA) does not
   work between user namespaces.
 
@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 
 SETUP = (
     "# ch-run refuses to start without USER, and --home needs HOME; a bare submit environment may lack both",
-    'export USER="${USER:-${SLURM_JOB_USER}}"',
-    'export HOME="${HOME:-$(getent passwd "${SLURM_JOB_USER}" | cut -d : -f 6)}"',
+    'export USER="${USER:-${SLURM_JOB_USER:-$(id -un)}}"',
+    'export HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d : -f 6)}"',
 )
 
 
