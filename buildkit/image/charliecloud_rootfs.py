@@ -33,6 +33,10 @@ def _variables(config: ImageConfig) -> dict[str, str]:
     out: dict[str, str] = {}
     for entry in config.env:
         name, eq, value = entry.partition("=")
+        try:
+            entry.encode()
+        except UnicodeEncodeError as err:
+            raise ConvertError(f"image ENV entry {entry!r} is not valid UTF-8") from err
         if "\n" in entry or "\r" in entry or "\0" in entry:
             raise ConvertError(f"image ENV variable {name!r} has a value with a line break or NUL, which "
                                "/ch/environment cannot hold", hint=f"remove the line break from {name} in the image")
@@ -59,7 +63,7 @@ def metadata_text(config: ImageConfig) -> str:
         "shell": list(shell) if isinstance(shell, list) and all(isinstance(s, str) for s in shell)
         else ["/bin/sh", "-c"],
     }
-    return json.dumps(metadata, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    return json.dumps(metadata, indent=2, sort_keys=True) + "\n"  # ASCII, \u escapes: any string is written
 
 
 def _mount_points(config: ImageConfig) -> Iterable[RootfsEntry]:
