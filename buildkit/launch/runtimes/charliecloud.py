@@ -8,7 +8,8 @@ What ch-run (0.31, Debian 12) does not do by itself, ckit's job does:
   Pyxis's ``--container-env``;
 * the working directory: ``--cd`` the submit folder (``--workdir`` changes it), bound at its own path;
 * ``USER``: ch-run refuses to start without it, and a submit environment may lack it (a batch job has
-  ``SLURM_JOB_USER``; ``salloc`` of ``ckit shell`` not even that); ``--home`` binds ``$HOME`` at ``/home/$USER``, so a submit folder in the home is reachable;
+  ``SLURM_JOB_USER``; the ``salloc`` of ``ckit shell`` not even that); ``--home`` binds ``$HOME`` at
+  ``/home/$USER``, so a submit folder in the home is reachable;
 * several tasks per node share one container (``--join``): Open MPI's single-copy shared memory (CMA) does not
   work between user namespaces.
 
