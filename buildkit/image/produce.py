@@ -239,9 +239,10 @@ def _index(blobs: Sequence[LayerBlob], found: dict[str, list[Record | None]], la
 
 def _additions(p: ConvertPlan, config: ImageConfig) -> tuple[list[RootfsEntry], Ownership]:
     if p.target == "sqsh":
-        from . import enroot_rootfs
+        from . import charliecloud_rootfs, enroot_rootfs
 
-        return enroot_rootfs.entries(config, provenance=p.provenance), Ownership(all_root=True, fixperms=True)
+        additions = [*enroot_rootfs.entries(config, provenance=p.provenance), *charliecloud_rootfs.entries(config)]
+        return additions, Ownership(all_root=True, fixperms=True)
     from . import apptainer_rootfs
 
     return apptainer_rootfs.entries(config, deffile=p.deffile, source_date_epoch=p.epoch), Ownership()
