@@ -224,14 +224,8 @@ def _convert(cache: CacheDir, want: Want, client: Any, pinned: Reference, log: L
     from ..image import convert
     from ..image.registry_source import RegistrySource
 
-    class CallerSource(RegistrySource):
-        """The image read with the caller's client (the credentials that passed the access check)."""
-
-        @property
-        def client(self) -> Any:
-            return client
-
-    source = CallerSource(enroot_form(pinned), str(pinned), insecure=want.insecure, ca_file=want.ca_file)
+    # the image read with the caller's client (the credentials that passed the access check)
+    source = RegistrySource(enroot_form(pinned), pinned, lambda: client)
     plan = convert.plan(source, want.target, compress=want.compression)
     if want.holder:
         cache.hold(plan.key, want.holder)

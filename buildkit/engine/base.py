@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal, Protocol, runtime_checkable
 
+from .. import daemon
 from ..errors import BuildError, ConfigError
 from ..render.context import ContextFile, context_tar
 
@@ -153,9 +154,7 @@ def select_engine(name: str, *, products: tuple[str, ...] = ("image", "sif")) ->
 
 
 _START_HINT = {
-    "docker": ("start Docker, or podman's Docker-compatible service: "
-               "`podman system service --time=0 unix:///run/podman/podman.sock &` and "
-               "`export DOCKER_HOST=unix:///run/podman/podman.sock`"),
+    "docker": daemon.START_HINT,
     "apptainer": "install apptainer (or singularity) and put it on PATH, or use --engine docker",
 }
 

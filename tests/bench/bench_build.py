@@ -41,7 +41,7 @@ def run() -> list[BenchResult]:
         cold, first = _ckit("build", "demo", "--to", "image,sif,sqsh", "-o", out, env=env)
 
         from buildkit import build as builder
-        from buildkit.engine.docker import connect
+        from buildkit.daemon import connect
 
         pings = []
         for _ in range(TRIALS):

@@ -27,6 +27,7 @@ from buildkit.image import charliecloud_rootfs, enroot_rootfs, squashfs
 from buildkit.image.convert import convert
 from buildkit.image.model import ImageConfig
 from buildkit.image.sif import read_sif
+from buildkit.registry.source import reader
 from buildkit.store import Store
 
 EDGE_REF = "localhost/ckit-convert-edge:1"
@@ -167,7 +168,7 @@ def enroot_uri(source: str) -> str:
 
 def test_sqsh_tree_equals_umoci_flattening(source: str, reference_tree: Path, store: Store, tmp_path: Path,
                                            edge_image: str) -> None:
-    result = convert(source, "sqsh", output=tmp_path / "edge.sqsh", store=store)
+    result = convert(source, "sqsh", output=tmp_path / "edge.sqsh", store=store, registry=reader())
     assert not result.cache_hit and result.compression == "zstd:-3"
     extracted = unsquash(result.path, tmp_path / "x")
     ours = tree(extracted, skip=ENROOT_FILES)
