@@ -16,11 +16,27 @@ from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .config import jsondoc, limits
-from .engine.base import BuildEvent, BuildListener, BuildRequest, BuiltImage, Engine, context_digest
+from .engine.base import (
+    AUTO_ORDER,
+    BuildEvent,
+    BuildListener,
+    BuildRequest,
+    BuiltImage,
+    Engine,
+    Selection,
+    context_digest,
+    get_engine,
+    select_engine,
+)
 from .errors import ConfigError
 from .fsutil import check_output, read_capped
+from .image.convert import convert_many
+from .image.source import DaemonSource
 from .progress import SILENT, Meter, Reporter
-from .render.context import ContextFile
+from .recipe.catalog import Catalog
+from .registry.reference import parse
+from .render.context import ContextFile, build_context
+from .store import export
 
 if TYPE_CHECKING:
     from .site.model import Site
@@ -240,9 +256,6 @@ def execute(
             output.path.parent.mkdir(parents=True, exist_ok=True)
             conversions.append((output.kind, output.path))
     if conversions:
-        from .image.convert import convert_many
-        from .image.source import DaemonSource
-
         on_phase(f"converting {plan.tag} to " + ", ".join(f".{kind} -> {path}" for kind, path in conversions))
         # all targets at once: the engine's layers are read, verified and indexed once for every format
         for converted in convert_many(DaemonSource(f"docker-daemon:{plan.tag}", plan.tag), conversions,
@@ -269,8 +282,6 @@ def _metered(stack: str, listener: BuildListener, meter: Meter) -> BuildListener
 
 def place_file(source: Path, output: Output, *, seconds: float, cache_hit: bool) -> ArtifactResult:
     """Put a built file from the store at the output path atomically (hard link when possible, else a copy)."""
-    from .store import export
-
     export(source, output.path)
     return ArtifactResult(output.kind, str(output.path), None, output.path.stat().st_size, seconds, cache_hit)
 
@@ -298,9 +309,6 @@ def prepare(
 ) -> Prepared:
     """Resolve the stack (pinned by ``lock_file`` when given; user folders ``recipes_dirs`` over the
     built-ins), pick the engine, render the context, plan, and ask the engine for a cached result."""
-    from .recipe.catalog import Catalog
-    from .render.context import build_context
-
     lock = read_lock(lock_file, stack) if lock_file is not None else None
     if lock is not None:
         sets, ngc = sets or lock["sets"], ngc or lock["ngc"]
@@ -326,8 +334,6 @@ def _select(engine_name: str, to: str | None, dry_run: bool) -> tuple[Any, bool]
     """The engine selection, and whether it can build here. A dry run only prints the plan, so it needs no
     engine: it plans for the one named (or, for auto, the first that can make the targets) and says it is
     not available."""
-    from .engine.base import AUTO_ORDER, Selection, get_engine, select_engine
-
     wanted = None if to is None else {t.strip() for t in to.split(",")}
     products = ("image",) if wanted and wanted & {"image", "sqsh"} else ("image", "sif")
     try:
@@ -343,8 +349,6 @@ def _select(engine_name: str, to: str | None, dry_run: bool) -> tuple[Any, bool]
 
 
 def check_tag(tag: str) -> None:
-    from .registry.reference import parse
-
     ref = parse(tag)
     if ref.digest:
         raise ConfigError(f"--tag {tag}: a build tag cannot carry a digest", hint="write REPO:TAG")

@@ -13,7 +13,6 @@ import typer
 from ..cliapp import SETTINGS, DryRunOpt, JsonOpt, NgcOpt, SetOpt, app, emit_json, info, progress, warn
 from ..errors import ConfigError
 from ..image import SOURCE_FORMS
-from ..registry import annotations as notes
 from ..registry.auth import ENV_PASSWORD, ENV_USER, Credentials, erase, from_env, store
 from ..registry.reference import api_host, parse, parse_registry
 
@@ -96,13 +95,14 @@ def push(
 ) -> None:
     """Push an image, a .sif or a .sqsh to an OCI registry through ckit's own client (blobs it already has are
     not sent again; plain image layers are gzip-compressed, the same bytes every time)."""
+    from ..registry.annotations import parse_pairs
     from ..registry.client import RegistryClient
     from ..registry.push import PushOptions, execute
     from ..registry.push_plan import plan
 
     target = parse(ref)
     parameters = _parameters(sets) if sets else None
-    options = PushOptions(stack, parameters, source_digest, notes.parse_pairs(annotation), image_format,
+    options = PushOptions(stack, parameters, source_digest, parse_pairs(annotation), image_format,
                           recipes_dirs=tuple(SETTINGS.recipes_dirs))
     planned = plan(source, target, image_format, options.sets, options.recipes_dirs)
     if dry_run:

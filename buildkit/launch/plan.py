@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
+from ..config.searchpath import suggest
 from ..errors import ConfigError
 from ..site.model import Partition, Runtime, Site
 from .shell import ENV_NAME, check_sbatch_value, time_minutes
@@ -129,6 +130,7 @@ def classify_image(value: str, site: Site, runtime: Runtime) -> Image:
         raise ConfigError(f"--image {value!r} is not an image", hint="give a path, a registry reference or a stack name")
     if value.startswith(("/", "./", "../", "~")) or value.endswith(_PATH_SUFFIXES):
         return Image("path", value)
+    # lazy for start-up time (README, design notes): the CLI imports this module for --help
     from ..cachedir.lookup import find_staged
     from .runtimes import REGISTRY
 
@@ -208,7 +210,6 @@ def _partition(site: Site, req: LaunchRequest, uses_partitions: bool) -> Partiti
         return None
     part = site.partition(req.partition)
     if part is None:
-        from ..config.searchpath import suggest
         raise ConfigError(f"{site.name} has no partition '{req.partition}'",
                           hint=suggest(req.partition or "", [p.name for p in site.partitions]))
     return part

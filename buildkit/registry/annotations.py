@@ -22,6 +22,7 @@ from pathlib import Path
 from .. import __version__
 from ..config.jsondoc import parse as parse_json
 from ..errors import CkitError, ConfigError
+from ..image.sif import DATA_GENERIC_JSON, read_sif
 from ..reproducible import source_date_epoch
 
 CREATED = "org.opencontainers.image.created"
@@ -38,8 +39,6 @@ def rfc3339(epoch: int) -> str:
 
 def sif_metadata(path: Path) -> tuple[int | None, dict[str, str]]:
     """Creation time and ckit/OCI labels recorded in a SIF (none when it carries none)."""
-    from ..image.sif import DATA_GENERIC_JSON, read_sif
-
     try:
         sif = read_sif(path)
     except CkitError:
