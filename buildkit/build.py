@@ -370,7 +370,7 @@ def read_lock(path: Path, stack: str) -> dict[str, Any]:
     base = data.get("base") if isinstance(data, dict) else None
     missing = [k for k in LOCK_KEYS if not isinstance(data, dict) or k not in data]
     missing += [] if isinstance(base, dict) and "pinned" in base else ["base.pinned"]
-    if missing:
+    if missing or not isinstance(data, dict) or not isinstance(base, dict):  # (dicts when nothing is missing)
         raise ConfigError(f"--locked: {where} lacks {', '.join(missing)}", hint=f"run `ckit lock {stack}` again")
     version, locked_stack, pinned = data["lockVersion"], data["stack"], base["pinned"]
     if version != 1:

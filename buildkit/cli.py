@@ -14,6 +14,10 @@ import _signal  # the C module: ``signal`` imports enum, which alone takes longe
 import os
 import sys
 
+TYPE_CHECKING = False  # not typing's: that import alone costs more than a quick Ctrl-C may wait
+if TYPE_CHECKING:  # typer loads inside main()
+    import typer
+
 
 def _interrupted_during_start_up(signum: int, frame: object) -> None:
     os.write(2, b"ckit: interrupted\n")
@@ -40,7 +44,7 @@ COMMAND_MODULES = ("recipes", "build", "convert", "inspect", "registry", "sites"
                    "completion")
 
 
-def _app():  # type: ignore[no-untyped-def]
+def _app() -> typer.Typer:
     import importlib
 
     from .cliapp import app

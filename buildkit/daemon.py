@@ -47,7 +47,7 @@ def connect(env: Mapping[str, str] | None = None, timeout: int = PROBE_TIMEOUT) 
     (podman's takes about a second).
     """
     env = os.environ if env is None else env
-    tls = docker.utils.kwargs_from_env(environment=dict(env)).get("tls")  # DOCKER_TLS_VERIFY, DOCKER_CERT_PATH
+    tls = docker.utils.kwargs_from_env(environment=dict(env)).get("tls") or False  # DOCKER_TLS_VERIFY, DOCKER_CERT_PATH
     if env.get("DOCKER_HOST"):
         addresses = [env["DOCKER_HOST"]]
     else:

@@ -14,13 +14,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..cachedir.layout import CacheDir, image_ref_name, is_key, safe_name
 from ..errors import ConfigError, ConvertError, RegistryError
 from ..registry.reference import Reference
 from ..store import make_dir
 from .uri import enroot_form
+
+if TYPE_CHECKING:  # requests loads only when the lean HEAD is not enough (start-up time)
+    from ..registry.client import RegistryClient
 
 Log = Callable[[str], None]
 
@@ -94,7 +97,7 @@ def _resolve(want: Want) -> str | None:
                        ca_file=want.ca_file)
 
 
-def client_for(want: Want):  # type: ignore[no-untyped-def]
+def client_for(want: Want) -> RegistryClient:
     from ..registry.client import RegistryClient
 
     return RegistryClient(want.ref.api_host, insecure=want.insecure, ca_file=want.ca_file,

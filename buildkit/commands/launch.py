@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -145,7 +145,7 @@ def _report(result: schedulers.LaunchResult, as_json: bool) -> None:
 @app.command("backends")
 def backends_cmd(as_json: JsonOpt = False) -> None:
     """The runtimes, frameworks and schedulers ckit launch knows (one module each)."""
-    data = {
+    data: dict[str, list[dict[str, Any]]] = {
         "runtimes": [{"name": b.name, "summary": b.summary, "files": list(b.files), "references": b.refs}
                      for b in runtimes.REGISTRY.all()],
         "frameworks": [{"name": b.name, "summary": b.summary, "launchers": list(b.launchers)}

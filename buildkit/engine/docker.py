@@ -32,6 +32,8 @@ from .base import (
     BuildListener,
     BuildRequest,
     BuiltImage,
+    ContextFormat,
+    Product,
     register,
 )
 
@@ -83,8 +85,8 @@ class DockerEngine:
     """Docker or podman through the Docker Engine API."""
 
     name: ClassVar[str] = "docker"
-    context_format: ClassVar[str] = "docker"
-    product: ClassVar[str] = "image"
+    context_format: ClassVar[ContextFormat] = "docker"
+    product: ClassVar[Product] = "image"
 
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
         self._env = env

@@ -206,9 +206,10 @@ def oci_config_json(config: ImageConfig) -> bytes:
     """``json.Marshal(v1.Config)`` of go-containerregistry: field order, omitempty, unknown keys dropped."""
     out: dict[str, Any] = {}
     for name, kind in _OCI_CONFIG_FIELDS:
-        value = _lookup(config.raw, name)
-        if not value or not isinstance(value, kind):
+        found = _lookup(config.raw, name)
+        if not found or not isinstance(found, kind):
             continue
+        value: Any = found  # a JSON value of the field's kind
         if name == "Healthcheck":
             fields = [f"{go_json(k)}:{go_json(_lookup(value, k))}" for k in _HEALTH_FIELDS if _lookup(value, k)]
             out[name] = _Raw("{" + ",".join(fields) + "}")

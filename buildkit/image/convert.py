@@ -13,7 +13,7 @@ is all-root with ``u+rX`` (and ``u+w`` on directories), exactly what ``enroot im
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,7 +123,7 @@ def input_paths(source: Source) -> list[Path]:
     return [source.path] if isinstance(source, (DockerArchiveSource, OciLayoutSource)) else []
 
 
-def verifier(target: str):  # type: ignore[no-untyped-def]
+def verifier(target: str) -> Callable[[Path], object]:
     """The check an artifact passes before it is published or served from the store."""
     if target == "sqsh":
         return squashfs.check

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import Any, Protocol
 
 from ..config import limits
 from ..errors import ConvertError, IntegrityError
@@ -42,16 +42,21 @@ class ImageRef(Protocol):
 
 
 class Manifest(Protocol):
-    media_type: str
+    @property
+    def media_type(self) -> str: ...
 
     def json(self) -> Any: ...
+
+
+class Blob(Protocol):
+    def read(self, amt: int | None = -1) -> bytes: ...
 
 
 class BlobClient(Protocol):
     """What the source asks of a registry client (:class:`buildkit.registry.client.RegistryClient`)."""
 
-    def get_manifest(self, repo: str, reference: str) -> Manifest: ...
-    def open_blob(self, repo: str, digest: str, size: int | None = None) -> AbstractContextManager[BinaryIO]: ...
+    def get_manifest(self, repo: str, reference: str, accept: str = ...) -> Manifest: ...
+    def open_blob(self, repo: str, digest: str, size: int | None = None) -> AbstractContextManager[Blob]: ...
 
 
 class RegistrySource(Source):

@@ -45,7 +45,10 @@ from .sif_format import (
     PARTITION_ALIGNMENT,
     VERSION,
 )
-from .sif_reader import SifDescriptor, SifFile, is_sif, read_sif  # noqa: F401 - the reader, re-exported
+from .sif_reader import SifDescriptor as SifDescriptor  # the reader, re-exported
+from .sif_reader import SifFile as SifFile
+from .sif_reader import is_sif as is_sif
+from .sif_reader import read_sif as read_sif
 
 
 # --- writer --------------------------------------------------------------------------------------------------

@@ -132,7 +132,7 @@ class Columns:
 
     def encode(self) -> bytes:
         """Names as JSON strings; the numbers as little-endian arrays in base64 (no object per number)."""
-        numbers = {**self.counts, "mtime": self.mtimes}
+        numbers: dict[str, array[Any]] = {**self.counts, "mtime": self.mtimes}
         rest = json.dumps({"type": self.types.decode("latin-1"), "pax": self.pax,
                            **{column: _packed(values) for column, values in numbers.items()}}, separators=(",", ":"))
         return _framed(MEMBERS_MAGIC, b'{"name":[' + self.names[:-1] + b'],"link":[' + self.links[:-1] + b"],"
@@ -143,14 +143,14 @@ def _json_text(text: str) -> bytes:
     return json.dumps(text).encode() + b","
 
 
-def _packed(values: array) -> str:  # type: ignore[type-arg]
+def _packed(values: array) -> str:
     if sys.byteorder != "little":
         values = array(values.typecode, values)
         values.byteswap()
     return base64.b64encode(values.tobytes()).decode("ascii")
 
 
-def _unpacked(text: str, typecode: str, count: int) -> array:  # type: ignore[type-arg]
+def _unpacked(text: str, typecode: str, count: int) -> array:
     values = array(typecode, base64.b64decode(text, validate=True))
     if len(values) != count:
         raise BadRecord("a members column of another length")

@@ -186,9 +186,9 @@ def _check_request(req: LaunchRequest) -> None:
     for module in req.modules:
         if not _MODULE.fullmatch(module):
             raise ConfigError(f"--module {module!r} is not a module name", hint="e.g. --module cuda/11.4")
-    for flag, value in [("--conda", req.conda), ("--venv", req.venv), *(("--pre", p) for p in req.pre)]:
-        if value is not None and ("\n" in value or "\0" in value or not value.strip()):
-            raise ConfigError(f"{flag} {value!r}: one non-empty line", hint=f"repeat {flag} for more" if
+    for flag, line in [("--conda", req.conda), ("--venv", req.venv), *(("--pre", p) for p in req.pre)]:
+        if line is not None and ("\n" in line or "\0" in line or not line.strip()):
+            raise ConfigError(f"{flag} {line!r}: one non-empty line", hint=f"repeat {flag} for more" if
                               flag == "--pre" else f"give the {flag.lstrip('-')} environment's name or path")
 
 

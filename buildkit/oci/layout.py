@@ -55,7 +55,8 @@ def descriptor(obj: object, what: str) -> Descriptor:
 
 def json_object(data: bytes, what: str) -> dict[str, Any]:
     """``data`` as a JSON object; a clear error for anything else (including nesting deep enough to recurse)."""
-    return parse_json(data, what, error=IntegrityError)
+    found: dict[str, Any] = parse_json(data, what, error=IntegrityError)  # parse checks it is an object
+    return found
 
 
 def read_capped(handle: BinaryIO, limit: int, what: str) -> bytes:

@@ -6,14 +6,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..config.searchpath import suggest
-from ..config.yamlfile import Document
+from ..config.yamlfile import Document, KeyPath
 from ..errors import CompatError, ConfigError
 from .compat import violations
 from .model import Copy, Env, Fact, Layer, ParamValue, ResolvedLayer, ResolvedRecipe, Run, StackDef, Step
@@ -52,7 +52,7 @@ class _Values:
         self.origins: dict[str, dict[str, Path]] = {
             layer.name: {p.name: layer.doc.path.parent.parent for p in layer.params} for layer in layers}
 
-    def _spec(self, layer_name: str, param: str, fail) -> Any:  # type: ignore[no-untyped-def]
+    def _spec(self, layer_name: str, param: str, fail: Callable[[str, str | None], ConfigError]) -> Any:
         layer = self.layers.get(layer_name)
         if layer is None:
             raise fail(f"unknown layer '{layer_name}'", suggest(layer_name, self.layers))
@@ -68,14 +68,14 @@ class _Values:
             for param, raw in items:
                 keypath = ("parameters", layer_name, param)
 
-                def fail(msg: str, hint: str | None = None, keypath=keypath) -> ConfigError:
+                def fail(msg: str, hint: str | None = None, keypath: KeyPath = keypath) -> ConfigError:
                     return doc.error(keypath, msg, hint=hint)
 
                 if layer_name not in self.layers:
                     raise doc.error(("parameters", layer_name), f"stack {stack.name} sets parameters of "
                                     f"'{layer_name}', which is not one of its layers", hint=suggest(layer_name, self.layers))
                 spec = self._spec(layer_name, param, fail)
-                self.values[layer_name][param] = check_value(spec, raw, where=lambda m, f=fail: f(m))
+                self.values[layer_name][param] = check_value(spec, raw, where=fail)
                 self.origins[layer_name][param] = doc.path.parent.parent
 
     def from_cli(self, text: str, flag: str = "--set") -> None:

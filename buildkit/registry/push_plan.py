@@ -115,8 +115,7 @@ def _layer(layer: Any) -> dict[str, Any]:
     return {"what": layer.what, "size": layer.size, "compression": layer.compression, "action": action}
 
 
-def _catalog(recipes_dirs: tuple[Path, ...]):  # type: ignore[no-untyped-def]
-
+def _catalog(recipes_dirs: tuple[Path, ...]) -> Catalog:
     return Catalog.from_dirs(recipes_dirs)
 
 
