@@ -1,6 +1,6 @@
 """The Typer application, its global options and the shared output conventions.
 
-Command modules in :mod:`buildkit.commands` register on :data:`app`. Output rules (docs/CLI.md):
+Command modules in :mod:`buildkit.commands` register on :data:`app`. Output rules (the README, "Commands"):
 ``--json`` prints one JSON document on stdout and nothing else there; messages and progress go to stderr.
 Settings and progress go down to the layers below as arguments (``SETTINGS.recipes_dirs``, a
 :class:`~buildkit.progress.Reporter` from :func:`progress`): nothing below the CLI imports this module.

@@ -261,20 +261,6 @@ def labels_json(config: ImageConfig, *, deffile: str, labels_extra: Mapping[str,
     return go_json(merged, indent="\t").encode()
 
 
-def inspect_metadata_json(config: ImageConfig, *, deffile: str, labels: bytes) -> bytes:
-    """The SIF ``inspect-metadata.json`` object (what ``apptainer inspect --all`` reports), Go field order."""
-    environment = {"/.singularity.d/env/10-docker2singularity.sh": docker_env_script(config).strip(),
-                   "/.singularity.d/env/90-environment.sh": FIXED_SCRIPTS["env/90-environment.sh"].strip()}
-    attributes = ",".join([
-        f'"environment":{go_json(environment)}',
-        f'"labels":{go_json(json.loads(labels))}',
-        f'"runscript":{go_json(runscript(config).strip())}',
-        f'"deffile":{go_json(deffile.strip())}',
-        f'"startscript":{go_json(FIXED_SCRIPTS["startscript"].strip())}',
-    ])
-    return ('{"data":{"attributes":{' + attributes + '}},"type":"container"}').encode()
-
-
 # --- the whole set ------------------------------------------------------------------------------------------
 def entries(config: ImageConfig, *, deffile: str, labels_extra: Mapping[str, str] = {},
             source_date_epoch: int | None = None) -> list[RootfsEntry]:
