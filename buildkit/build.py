@@ -30,8 +30,10 @@ from .engine.base import (
 )
 from .errors import ConfigError
 from .fsutil import check_output, read_capped
+from .image.convert import TARGETS as CONVERTED
 from .image.convert import convert_many
 from .image.source import DaemonSource
+from .oci import labels as keys
 from .progress import SILENT, Meter, Reporter
 from .recipe.catalog import Catalog
 from .registry.reference import parse
@@ -41,17 +43,14 @@ from .store import export
 if TYPE_CHECKING:
     from .site.model import Site
 
-TARGETS = ("image", "sif", "sqsh")
+TARGETS = ("image", *CONVERTED)  # the engine's image, then what conversion makes of it
 # What each engine's product can become: the docker engine makes an OCI image that converts to anything;
 # the apptainer engine writes a .sif directly and nothing else.
 TARGETS_BY_PRODUCT = {"image": TARGETS, "sif": ("sif",)}
 DEFAULT_TARGET = {"image": "image", "sif": "sif"}
 
-LABEL_STACK = "io.ckit.stack"
-LABEL_PARAMETERS = "io.ckit.parameters"
-LABEL_VERSION = "io.ckit.version"
-LABEL_FINGERPRINT = "io.ckit.fingerprint"
-LABEL_BASE_DIGEST = "org.opencontainers.image.base.digest"
+LABEL_STACK, LABEL_PARAMETERS, LABEL_VERSION = keys.STACK, keys.PARAMETERS, keys.VERSION
+LABEL_FINGERPRINT, LABEL_BASE_DIGEST = keys.FINGERPRINT, keys.BASE_DIGEST
 
 
 def parse_targets(text: str | None, product: str) -> tuple[str, ...]:
@@ -107,7 +106,7 @@ class BuildPlan:
     def product_name(self) -> str:
         return self.tag if self.product == "image" else f".sif in the artifact store (key {self.build_key[:12]})"
 
-    def to_dict(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, Any]:
         return {
             "stack": self.stack, "fingerprint": self.fingerprint, "engine": self.engine,
             "engine_reason": self.engine_reason, "tag": self.tag, "build_key": self.build_key,
@@ -199,7 +198,7 @@ class ArtifactResult:
     cache_hit: bool
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, Any]:
         key = "ref" if self.kind == "image" else "path"
         return {"kind": self.kind, key: self.location, "digest": self.digest, "size": self.size,
                 "seconds": round(self.seconds, 3), "cache_hit": self.cache_hit, **self.extra}
@@ -211,10 +210,10 @@ class BuildResult:
     artifacts: tuple[ArtifactResult, ...]
     seconds: float
 
-    def to_dict(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, Any]:
         return {"stack": self.plan.stack, "engine": self.plan.engine, "tag": self.plan.tag,
                 "fingerprint": self.plan.fingerprint, "build_key": self.plan.build_key,
-                "artifacts": [a.to_dict() for a in self.artifacts], "seconds": round(self.seconds, 3)}
+                "artifacts": [a.as_json() for a in self.artifacts], "seconds": round(self.seconds, 3)}
 
 
 def execute(

@@ -48,7 +48,7 @@ def build(
     plan = prepared.plan
     if dry_run:
         if as_json:
-            emit_json({"plan": plan.to_dict()})
+            emit_json({"plan": plan.as_json()})
         else:
             typer.echo(plan.describe(), nl=False)
         return
@@ -67,7 +67,7 @@ def build(
         except BuildFailed as err:
             raise _failure(err, plan.stack, log_shown=show_lines and not SETTINGS.quiet) from err
     if as_json:
-        emit_json(result.to_dict())
+        emit_json(result.as_json())
         return
     for artifact in result.artifacts:
         where = artifact.location

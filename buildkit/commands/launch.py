@@ -135,7 +135,7 @@ def _report(result: schedulers.LaunchResult, as_json: bool) -> None:
     if "nccl_error" in result.extra:
         warn(f"no nccl-tests report: {result.extra['nccl_error']}")
     if as_json:
-        emit_json(result.to_dict())
+        emit_json(result.as_json())
     elif result.job_id:
         typer.echo(result.job_id)
     elif not result.script or result.scheduler != "slurm":
@@ -177,7 +177,7 @@ def nccl_report_cmd(
     runs = nccl_report.parse_runs(text, str(file))
     low = [i for i, r in enumerate(runs, 1) if expect is not None and r.avg_busbw < expect]
     if as_json:
-        emit_json({"runs": [r.to_dict() for r in runs], "expect_gbps": expect, "below": low})
+        emit_json({"runs": [r.as_json() for r in runs], "expect_gbps": expect, "below": low})
     else:
         for index, run in enumerate(runs, 1):
             typer.echo(f"run {index}:" if len(runs) > 1 else "", nl=len(runs) > 1)

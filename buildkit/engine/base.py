@@ -14,6 +14,7 @@ from typing import ClassVar, Literal, Protocol, runtime_checkable
 
 from .. import daemon
 from ..errors import BuildError, ConfigError
+from ..oci import labels as keys
 from ..render.context import ContextFile, context_tar
 
 ContextFormat = Literal["docker", "singularity"]
@@ -47,7 +48,7 @@ class BuildEvent:
 BuildListener = Callable[[BuildEvent], None]
 
 
-BUILD_KEY_LABEL = "io.ckit.build.key"
+BUILD_KEY_LABEL = keys.BUILD_KEY
 
 
 @dataclass(frozen=True)

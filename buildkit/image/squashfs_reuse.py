@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .squashfs import COMPRESSOR_IDS
 from .squashfs_blocks import BLOCK_SIZE, UNCOMPRESSED_BLOCK
 from .squashfs_copy import Earlier, Segment
 from .squashfs_data import fragment_groups
@@ -55,7 +56,6 @@ LAYOUT = 1  # bump when the data layout of a layer's segment changes
 MAX_RECORD = 128 << 20  # a layer with a million files has a members file of a few tens of MB
 ARTIFACT_NAME = re.compile(r"[0-9a-f]{64}\.(sif|sqsh)")
 DIGEST = re.compile(r"[a-z0-9]+:[0-9a-f]{32,128}")
-COMPRESSOR_IDS = {"gzip": 1, "xz": 4, "zstd": 6}
 FOLDED_PAX = ("path", "linkpath", "size", "uid", "gid", "mtime")  # already in the member's fields
 COUNTS = ("mode", "uid", "gid", "size", "offset")
 

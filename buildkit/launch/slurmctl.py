@@ -32,7 +32,7 @@ class Job:
     where: str  # the node list, or why it is pending
     user: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, Any]:
         return asdict(self)
 
 

@@ -18,8 +18,7 @@ from ..config import limits
 from ..config.jsondoc import parse as parse_json
 from ..errors import ConfigError, IntegrityError
 from .digest import parse_digest, verify_bytes
-
-REF_NAME = "org.opencontainers.image.ref.name"
+from .labels import REF_NAME
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from .. import __version__
 from ..config.searchpath import suggest
 from ..config.yamlfile import Document, KeyPath
 from ..errors import CompatError, ConfigError
+from ..oci import labels as keys
 from .compat import violations
 from .model import Copy, Env, Fact, Layer, ParamValue, ResolvedLayer, ResolvedRecipe, Run, StackDef, Step
 from .params import check_value, format_value, parse_cli, split_set
@@ -246,11 +247,11 @@ def resolve(catalog: Catalog, name: str, *, sets: Sequence[str] = (), ngc: str |
         "entrypoint": entrypoint, "cmd": cmd,
     })
     labels = [
-        ("io.ckit.stack", name),
-        ("io.ckit.parameters", json.dumps(parameters, sort_keys=True, separators=(",", ":"))),
-        ("io.ckit.version", __version__),
-        ("io.ckit.fingerprint", fingerprint),
-        ("org.opencontainers.image.base.name", image),
+        (keys.STACK, name),
+        (keys.PARAMETERS, json.dumps(parameters, sort_keys=True, separators=(",", ":"))),
+        (keys.VERSION, __version__),
+        (keys.FINGERPRINT, fingerprint),
+        (keys.BASE_NAME, image),
         *labels,
     ]
     return ResolvedRecipe(

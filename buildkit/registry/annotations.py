@@ -23,14 +23,10 @@ from .. import __version__
 from ..config.jsondoc import parse as parse_json
 from ..errors import CkitError, ConfigError
 from ..image.sif import DATA_GENERIC_JSON, read_sif
+from ..oci.labels import CKIT_PREFIX, CREATED, OCI_PREFIX, PARAMETERS, SOURCE_DIGEST, STACK, VERSION
 from ..reproducible import source_date_epoch
 
-CREATED = "org.opencontainers.image.created"
-VERSION = "io.ckit.version"
-STACK = "io.ckit.stack"
-PARAMETERS = "io.ckit.parameters"
-SOURCE_DIGEST = "io.ckit.source.digest"
-_KEPT_PREFIXES = ("io.ckit.", "org.opencontainers.image.")
+_KEPT_PREFIXES = (CKIT_PREFIX, OCI_PREFIX)
 
 
 def rfc3339(epoch: int) -> str:

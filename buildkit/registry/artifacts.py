@@ -33,13 +33,13 @@ from ..errors import IntegrityError, RegistryError
 from ..fsutil import atomic_path
 from ..image.inspect import detect
 from ..oci.digest import of_bytes
+from ..oci.labels import TITLE
 from ..oci.layout import descriptor, json_object
 from . import known_digests
 from .client import OCI_MANIFEST, Progress, RegistryClient
 from .reference import Reference
 from .streams import READ_SIZE
 
-TITLE = "org.opencontainers.image.title"
 EMPTY_CONFIG = b"{}"
 
 

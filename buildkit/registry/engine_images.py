@@ -6,6 +6,7 @@ import docker.errors
 
 from ..daemon import connect
 from ..errors import ConfigError, RegistryError
+from ..oci.labels import FINGERPRINT
 from ..oci.sources import SourceSpec
 
 
@@ -13,7 +14,7 @@ def stack_image(fingerprint: str) -> str | None:
     """The engine's image built by ckit for a resolved stack (label ``io.ckit.fingerprint``); None if none.
 
     When several match (rebuilt under other tags), the newest is taken."""
-    images = connect().client.images.list(filters={"label": f"io.ckit.fingerprint={fingerprint}"})
+    images = connect().client.images.list(filters={"label": f"{FINGERPRINT}={fingerprint}"})
     if not images:
         return None
     return str(max(images, key=lambda image: str(image.attrs.get("Created", ""))).id)

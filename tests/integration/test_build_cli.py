@@ -10,8 +10,8 @@ from typing import Any
 import docker
 import pytest
 
+from buildkit import __version__, process
 from buildkit import build as builder
-from buildkit import process
 from buildkit.cli import main
 from buildkit.engine.base import BuildListener, BuildRequest, BuiltImage
 from buildkit.engine.docker import DockerEngine
@@ -116,7 +116,7 @@ def test_second_build_is_a_cache_hit_without_build_work(podman: Any, debian_imag
     labels = docker.from_env().images.get(tag).labels
     assert labels["io.ckit.build.key"] == again.plan.build_key
     assert labels["io.ckit.stack"] == "demo" and labels["io.ckit.fingerprint"] == again.plan.fingerprint
-    assert labels["io.ckit.version"] == "0.1.0" and json.loads(labels["io.ckit.parameters"])["debian"] == {
+    assert labels["io.ckit.version"] == __version__ and json.loads(labels["io.ckit.parameters"])["debian"] == {
         "registry": "localhost", "release": "bookworm"}
 
     code, out, err = ckit(capsys, "build", "demo", "--tag", tag, "--json")
