@@ -47,7 +47,7 @@ COMMAND_MODULES = ("recipes", "build", "convert", "inspect", "registry", "sites"
 def _app() -> typer.Typer:
     import importlib
 
-    from .cliapp import app
+    from .commands.app import app
 
     for module in COMMAND_MODULES:
         importlib.import_module(f"{__package__}.commands.{module}")
@@ -56,8 +56,8 @@ def _app() -> typer.Typer:
 
 def _say(message: str, *, error: bool = False) -> None:
     """One line on stderr: through the CLI's console when it is loaded (colour on a terminal), else plain."""
-    cliapp = sys.modules.get(f"{__package__}.cliapp")
-    console = getattr(cliapp, "stderr", None)
+    app_module = sys.modules.get(f"{__package__}.commands.app")
+    console = getattr(app_module, "stderr", None)
     if console is not None:
         console.print(message, markup=False, style="red" if error else None)
     else:

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..cliapp import SETTINGS, JsonOpt, NgcOpt, SetOpt, StackArg, app, emit_json, info, progress
 from ..errors import BuildError
+from .app import SETTINGS, JsonOpt, NgcOpt, SetOpt, StackArg, app, emit_json, info, progress
 
 if TYPE_CHECKING:
     from ..engine.base import BuildFailed
@@ -38,8 +38,8 @@ def build(
     as_json: JsonOpt = False,
 ) -> None:
     """Build STACK with Docker/podman or apptainer, then convert it to .sif and .sqsh."""
-    from .. import build as builder
     from ..engine.base import BuildEvent, BuildFailed
+    from ..orchestration import build as builder
 
     site_profile = _site(site)
     prepared = builder.prepare(stack, sets=sets or [], ngc=ngc, engine_name=engine, to=to, output_dir=output,

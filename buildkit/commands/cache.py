@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..cliapp import SETTINGS, DryRunOpt, JsonOpt, app, emit_json, info
+from .app import SETTINGS, DryRunOpt, JsonOpt, app, emit_json, info
 
 if TYPE_CHECKING:  # the cache machinery is imported when a command runs (start-up time)
     from ..cache.config import ImporterConfig

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from ..cliapp import app
+from .app import app
 
 SHELLS = ("bash", "zsh", "fish")
 

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from ..cliapp import SETTINGS, JsonOpt, app, emit_json, info, progress
 from ..image import SOURCE_FORMS
+from .app import SETTINGS, JsonOpt, app, emit_json, info, progress
 
 
 @app.command("convert")

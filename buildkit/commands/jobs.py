@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from ..cliapp import SETTINGS, JsonOpt, app, emit_json, info
+from .app import SETTINGS, JsonOpt, app, emit_json, info
 
 Opt = typer.Option
 JobArg = Annotated[str, typer.Argument(metavar="JOB", help="Slurm job id.")]

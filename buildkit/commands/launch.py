@@ -7,10 +7,10 @@ from typing import Annotated, Any
 
 import typer
 
-from ..cliapp import SETTINGS, DryRunOpt, JsonOpt, app, emit_json, info, warn
 from ..errors import CkitError, ConfigError
 from ..launch import frameworks, nccl_report, runtimes, schedulers
 from ..launch.plan import ImageFacts, LaunchRequest
+from .app import SETTINGS, DryRunOpt, JsonOpt, app, emit_json, info, warn
 
 Opt = typer.Option
 Many = list[str] | None

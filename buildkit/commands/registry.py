@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..cliapp import SETTINGS, DryRunOpt, JsonOpt, NgcOpt, SetOpt, app, emit_json, info, progress, warn
 from ..errors import ConfigError
 from ..image import SOURCE_FORMS
 from ..progress import Meter
 from ..registry.auth import ENV_PASSWORD, ENV_USER, Credentials, erase, from_env, store
 from ..registry.reference import api_host, parse, parse_registry
+from .app import SETTINGS, DryRunOpt, JsonOpt, NgcOpt, SetOpt, app, emit_json, info, progress, warn
 
 if TYPE_CHECKING:  # the machinery is imported when a command runs (start-up time)
     from ..cache.stage import StagePlan, StageResult

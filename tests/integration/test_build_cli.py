@@ -10,10 +10,10 @@ import docker
 import pytest
 
 from buildkit import __version__, process
-from buildkit import build as builder
 from buildkit.cli import main
 from buildkit.engine.base import BuildListener, BuildRequest, BuiltImage
 from buildkit.engine.docker import DockerEngine
+from buildkit.orchestration import build as builder
 from tests.infra.containers import run_container
 
 

@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 
 from buildkit import __version__
-from buildkit.build import check_lock as check_lock_fingerprint
-from buildkit.build import (
+from buildkit.errors import ConfigError
+from buildkit.orchestration.build import check_lock as check_lock_fingerprint
+from buildkit.orchestration.build import (
     engine_labels,
     parse_targets,
     plan_build,
     read_lock,
 )
-from buildkit.errors import ConfigError
 from buildkit.recipe.catalog import Catalog
 from buildkit.render.context import build_context, context_tar
 

@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 
 from buildkit.cli import main
-from buildkit.cliapp import app
-from buildkit.cliflags import hoist_global_flags
-from buildkit.cliprogress import count_text, time_text
+from buildkit.commands.app import app
+from buildkit.commands.flags import hoist_global_flags
+from buildkit.commands.progress_bars import count_text, time_text
 from buildkit.errors import CompatError, ConfigError
 from buildkit.image import enroot_rootfs as E
 from buildkit.image.convert import provenance

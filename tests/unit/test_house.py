@@ -5,10 +5,11 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from buildkit import build
+import buildkit
 from buildkit.image import convert, inspect, squashfs, squashfs_reuse, squashfs_writer
+from buildkit.orchestration import build
 
-SOURCE = Path(build.__file__).parent
+SOURCE = Path(buildkit.__file__).parent
 
 
 def _modules() -> list[tuple[Path, ast.Module]]:

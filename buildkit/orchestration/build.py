@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import __version__
-from .config import jsondoc, limits
-from .engine.base import (
+from .. import __version__
+from ..config import jsondoc, limits
+from ..engine.base import (
     AUTO_ORDER,
     BuildEvent,
     BuildListener,
@@ -28,20 +28,20 @@ from .engine.base import (
     get_engine,
     select_engine,
 )
-from .errors import ConfigError
-from .fsutil import check_output, read_capped
-from .image.convert import TARGETS as CONVERTED
-from .image.convert import convert_many
-from .image.source import DaemonSource
-from .oci import labels as keys
-from .progress import SILENT, Meter, Reporter
-from .recipe.catalog import Catalog
-from .registry.reference import parse
-from .render.context import ContextFile, build_context
-from .store import export
+from ..errors import ConfigError
+from ..fsutil import check_output, read_capped
+from ..image.convert import TARGETS as CONVERTED
+from ..image.convert import convert_many
+from ..image.source import DaemonSource
+from ..oci import labels as keys
+from ..progress import SILENT, Meter, Reporter
+from ..recipe.catalog import Catalog
+from ..registry.reference import parse
+from ..render.context import ContextFile, build_context
+from ..store import export
 
 if TYPE_CHECKING:
-    from .site.model import Site
+    from ..site.model import Site
 
 TARGETS = ("image", *CONVERTED)  # the engine's image, then what conversion makes of it
 # What each engine's product can become: the docker engine makes an OCI image that converts to anything;
