@@ -18,10 +18,14 @@ deps:  ## system packages and base images the tests and the demo use
 	bash tests/infra/install.sh
 
 test: deps install
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q
 
 lint: install
 	$(VENV)/bin/ruff check buildkit tests
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 demo: deps install
 	bash tests/infra/demo.sh

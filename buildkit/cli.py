@@ -14,6 +14,10 @@ import _signal  # the C module: ``signal`` imports enum, which alone takes longe
 import os
 import sys
 
+TYPE_CHECKING = False  # not typing's: that import alone costs more than a quick Ctrl-C may wait
+if TYPE_CHECKING:  # typer loads inside main()
+    import typer
+
 
 def _interrupted_during_start_up(signum: int, frame: object) -> None:
     os.write(2, b"ckit: interrupted\n")
@@ -40,10 +44,10 @@ COMMAND_MODULES = ("recipes", "build", "convert", "inspect", "registry", "sites"
                    "completion")
 
 
-def _app():  # type: ignore[no-untyped-def]
+def _app() -> typer.Typer:
     import importlib
 
-    from .cliapp import app
+    from .commands.app import app
 
     for module in COMMAND_MODULES:
         importlib.import_module(f"{__package__}.commands.{module}")
@@ -52,8 +56,8 @@ def _app():  # type: ignore[no-untyped-def]
 
 def _say(message: str, *, error: bool = False) -> None:
     """One line on stderr: through the CLI's console when it is loaded (colour on a terminal), else plain."""
-    cliapp = sys.modules.get(f"{__package__}.cliapp")
-    console = getattr(cliapp, "stderr", None)
+    app_module = sys.modules.get(f"{__package__}.commands.app")
+    console = getattr(app_module, "stderr", None)
     if console is not None:
         console.print(message, markup=False, style="red" if error else None)
     else:

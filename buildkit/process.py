@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -104,9 +105,8 @@ def stream_stdout(
     yield from _popen(argv, step=step, env=env, cwd=cwd, secrets=secrets, stdout=subprocess.PIPE)
 
 
-def _popen(argv, *, step, env, cwd, secrets, stdout):  # type: ignore[no-untyped-def]
-    import tempfile
-
+def _popen(argv: Sequence[str], *, step: str | None, env: Mapping[str, str] | None,
+           cwd: str | os.PathLike[str] | None, secrets: Sequence[str], stdout: int) -> Iterator[subprocess.Popen[bytes]]:
     argv = [os.fspath(a) for a in argv]
     log.debug("start: %s", redact(format_argv(argv), secrets))
     full_env = None if env is None else {**os.environ, **env}

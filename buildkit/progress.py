@@ -3,7 +3,7 @@
 A :class:`Reporter` opens one :class:`Meter` per piece of work (reading layers, writing a squashfs, a build).
 A meter is called with the units just done (bytes, or build steps), is told the total as soon as it is known
 (until then the display can only be an honest spinner), and gets a new description when the work moves on.
-:data:`SILENT` reports nowhere. The rich implementation lives in :mod:`buildkit.cliapp`, so nothing below
+:data:`SILENT` reports nowhere. The rich implementation lives in :mod:`buildkit.commands.progress_bars`, so nothing below
 the CLI depends on how (or whether) progress is drawn.
 """
 

@@ -26,7 +26,7 @@ from ..errors import ConfigError
 DEFAULT_CONFIG = Path("/etc/ckit/importer.yaml")
 CONFIG_ENV = "CKIT_IMPORTER_CONFIG"
 CACHE_ENV = "CKIT_CLUSTER_CACHE"
-KEYS = {"cache": str, "site": str, "compression": str, "max_size": (str, int), "allow_http": list,
+KEYS: dict[str, type | tuple[type, ...]] = {"cache": str, "site": str, "compression": str, "max_size": (str, int), "allow_http": list,
         "lock_stale_seconds": (int, float), "hold_max_age": (int, float)}
 _VAR = re.compile(r"\$(?:\{(\w+)\}|(\w+))")  # $USER in a site's shared_image_dir, from the job's environment
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?)(?:i?B)?\s*$", re.IGNORECASE)

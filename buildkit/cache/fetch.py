@@ -14,13 +14,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..cachedir.layout import CacheDir, image_ref_name, is_key, safe_name
 from ..errors import ConfigError, ConvertError, RegistryError
 from ..registry.reference import Reference
 from ..store import make_dir
 from .uri import enroot_form
+
+if TYPE_CHECKING:  # requests loads only when the lean HEAD is not enough (start-up time)
+    from ..registry.client import RegistryClient
 
 Log = Callable[[str], None]
 
@@ -94,7 +97,7 @@ def _resolve(want: Want) -> str | None:
                        ca_file=want.ca_file)
 
 
-def client_for(want: Want):  # type: ignore[no-untyped-def]
+def client_for(want: Want) -> RegistryClient:
     from ..registry.client import RegistryClient
 
     return RegistryClient(want.ref.api_host, insecure=want.insecure, ca_file=want.ca_file,
@@ -224,14 +227,8 @@ def _convert(cache: CacheDir, want: Want, client: Any, pinned: Reference, log: L
     from ..image import convert
     from ..image.registry_source import RegistrySource
 
-    class CallerSource(RegistrySource):
-        """The image read with the caller's client (the credentials that passed the access check)."""
-
-        @property
-        def client(self) -> Any:
-            return client
-
-    source = CallerSource(enroot_form(pinned), str(pinned), insecure=want.insecure, ca_file=want.ca_file)
+    # the image read with the caller's client (the credentials that passed the access check)
+    source = RegistrySource(enroot_form(pinned), pinned, lambda: client)
     plan = convert.plan(source, want.target, compress=want.compression)
     if want.holder:
         cache.hold(plan.key, want.holder)

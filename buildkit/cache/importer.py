@@ -21,9 +21,13 @@ import re
 import socket
 import sys
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from ..errors import CkitError
 from . import config as config_mod
+
+if TYPE_CHECKING:  # the fetch machinery loads only when an image is fetched (start-up time)
+    from .fetch import Served
 
 PROG = "ckit-pyxis-importer"
 USAGE = f"usage: {PROG} get IMAGE_URI | {PROG} release"
@@ -45,7 +49,7 @@ def _flag(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "y", "yes", "true", "on")
 
 
-def get(uri_text: str, env: Mapping[str, str]):  # type: ignore[no-untyped-def] - returns fetch.Served
+def get(uri_text: str, env: Mapping[str, str]) -> Served:
     from ..cachedir.layout import CacheDir
     from ..image.squashfs import choose
     from ..lease import STALE_ENV

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..cliapp import SETTINGS, JsonOpt, NgcOpt, SetOpt, StackArg, app, emit_json, info, progress
 from ..errors import BuildError
+from .app import SETTINGS, JsonOpt, NgcOpt, SetOpt, StackArg, app, emit_json, info, progress
 
 if TYPE_CHECKING:
     from ..engine.base import BuildFailed
@@ -38,8 +38,8 @@ def build(
     as_json: JsonOpt = False,
 ) -> None:
     """Build STACK with Docker/podman or apptainer, then convert it to .sif and .sqsh."""
-    from .. import build as builder
     from ..engine.base import BuildEvent, BuildFailed
+    from ..orchestration import build as builder
 
     site_profile = _site(site)
     prepared = builder.prepare(stack, sets=sets or [], ngc=ngc, engine_name=engine, to=to, output_dir=output,
@@ -48,7 +48,7 @@ def build(
     plan = prepared.plan
     if dry_run:
         if as_json:
-            emit_json({"plan": plan.to_dict()})
+            emit_json({"plan": plan.as_json()})
         else:
             typer.echo(plan.describe(), nl=False)
         return
@@ -67,7 +67,7 @@ def build(
         except BuildFailed as err:
             raise _failure(err, plan.stack, log_shown=show_lines and not SETTINGS.quiet) from err
     if as_json:
-        emit_json(result.to_dict())
+        emit_json(result.as_json())
         return
     for artifact in result.artifacts:
         where = artifact.location

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..cliapp import SETTINGS, DryRunOpt, JsonOpt, app, emit_json, info
+from .app import SETTINGS, DryRunOpt, JsonOpt, app, emit_json, info
+
+if TYPE_CHECKING:  # the cache machinery is imported when a command runs (start-up time)
+    from ..cache.config import ImporterConfig
+    from ..cachedir.layout import CacheDir
 
 cache_app = typer.Typer(help="The shared image cache: what the Pyxis importer serves and `ckit stage` fills.",
                         no_args_is_help=True)
@@ -24,7 +28,7 @@ SiteOpt = Annotated[str | None, typer.Option("--site", metavar="SITE",
                                              help="Use the site's shared image folder (what `ckit stage` fills).")]
 
 
-def _folder(folder: Path | None, site: str | None):  # type: ignore[no-untyped-def]
+def _folder(folder: Path | None, site: str | None) -> tuple[CacheDir, ImporterConfig | None]:
     from ..cache import config
     from ..cachedir.layout import CacheDir
 

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from ..cliapp import app
+from .app import app
 
 SHELLS = ("bash", "zsh", "fish")
 
@@ -21,7 +21,8 @@ def completion(
 ) -> None:
     """Print the shell completion script: `source <(ckit completion bash)`, or save it where your shell
     looks (e.g. `ckit completion fish > ~/.config/fish/completions/ckit.fish`)."""
-    from typer.completion import completion_init, get_completion_script
+    # typer exports these from its module without naming them in __all__
+    from typer.completion import completion_init, get_completion_script  # type: ignore[attr-defined]
 
     if shell not in SHELLS:
         raise typer.BadParameter(f"{shell!r}: choose one of {', '.join(SHELLS)}", param_hint="SHELL")

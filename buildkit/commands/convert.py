@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from ..cliapp import SETTINGS, JsonOpt, app, emit_json, info, progress
 from ..image import SOURCE_FORMS
+from .app import SETTINGS, JsonOpt, app, emit_json, info, progress
 
 
 @app.command("convert")
@@ -32,6 +32,7 @@ def convert(
 ) -> None:
     """Convert an image to .sif or Enroot .sqsh without root, apptainer or enroot."""
     from ..image.convert import convert as run_convert
+    from ..registry.source import reader
 
     site_profile = None
     if site is not None:
@@ -39,8 +40,8 @@ def convert(
 
         site_profile = load_site(site, SETTINGS.sites_dirs)
     with progress() as reporter:
-        result = run_convert(source, to, output=output, compress=compress, site=site_profile, insecure=insecure,
-                             ca_file=ca_file, progress=reporter)
+        result = run_convert(source, to, output=output, compress=compress, site=site_profile,
+                             registry=reader(insecure=insecure, ca_file=ca_file), progress=reporter)
     if as_json:
         emit_json({"source": source, **result.as_json()})
         return

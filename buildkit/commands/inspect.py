@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ..cliapp import JsonOpt, app, emit_json
+from .app import JsonOpt, app, emit_json
 
 
 @app.command("inspect")

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from ..cliapp import SETTINGS, JsonOpt, app, emit_json, info
+from .app import SETTINGS, JsonOpt, app, emit_json, info
 
 Opt = typer.Option
 JobArg = Annotated[str, typer.Argument(metavar="JOB", help="Slurm job id.")]
@@ -25,7 +25,7 @@ def jobs_cmd(
 
     found = slurmctl.jobs(os.environ.get("USER") or None, everyone)
     if as_json:
-        emit_json({"jobs": [j.to_dict() for j in found]})
+        emit_json({"jobs": [j.as_json() for j in found]})
         return
     typer.echo(f"{'JOB':>8}  {'NAME':<16} {'STATE':<11} {'PARTITION':<10} {'NODES':>5} {'TIME':>10}  WHERE")
     for job in found:

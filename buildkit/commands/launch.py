@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from ..cliapp import SETTINGS, DryRunOpt, JsonOpt, app, emit_json, info, warn
 from ..errors import CkitError, ConfigError
 from ..launch import frameworks, nccl_report, runtimes, schedulers
 from ..launch.plan import ImageFacts, LaunchRequest
+from .app import SETTINGS, DryRunOpt, JsonOpt, app, emit_json, info, warn
 
 Opt = typer.Option
 Many = list[str] | None
@@ -135,7 +135,7 @@ def _report(result: schedulers.LaunchResult, as_json: bool) -> None:
     if "nccl_error" in result.extra:
         warn(f"no nccl-tests report: {result.extra['nccl_error']}")
     if as_json:
-        emit_json(result.to_dict())
+        emit_json(result.as_json())
     elif result.job_id:
         typer.echo(result.job_id)
     elif not result.script or result.scheduler != "slurm":
@@ -145,7 +145,7 @@ def _report(result: schedulers.LaunchResult, as_json: bool) -> None:
 @app.command("backends")
 def backends_cmd(as_json: JsonOpt = False) -> None:
     """The runtimes, frameworks and schedulers ckit launch knows (one module each)."""
-    data = {
+    data: dict[str, list[dict[str, Any]]] = {
         "runtimes": [{"name": b.name, "summary": b.summary, "files": list(b.files), "references": b.refs}
                      for b in runtimes.REGISTRY.all()],
         "frameworks": [{"name": b.name, "summary": b.summary, "launchers": list(b.launchers)}
@@ -177,7 +177,7 @@ def nccl_report_cmd(
     runs = nccl_report.parse_runs(text, str(file))
     low = [i for i, r in enumerate(runs, 1) if expect is not None and r.avg_busbw < expect]
     if as_json:
-        emit_json({"runs": [r.to_dict() for r in runs], "expect_gbps": expect, "below": low})
+        emit_json({"runs": [r.as_json() for r in runs], "expect_gbps": expect, "below": low})
     else:
         for index, run in enumerate(runs, 1):
             typer.echo(f"run {index}:" if len(runs) > 1 else "", nl=len(runs) > 1)

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from ..cliapp import SETTINGS, JsonOpt, NgcOpt, SetOpt, StackArg, app, emit_json, info, warn
 from ..errors import ConfigError
 from ..fsutil import atomic_write
+from .app import SETTINGS, JsonOpt, NgcOpt, SetOpt, StackArg, app, emit_json, info, warn
 
 
 @app.command("recipes")

@@ -3,23 +3,29 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..cliapp import SETTINGS, DryRunOpt, JsonOpt, NgcOpt, SetOpt, app, emit_json, info, progress, warn
 from ..errors import ConfigError
 from ..image import SOURCE_FORMS
-from ..registry import annotations as notes
+from ..progress import Meter
 from ..registry.auth import ENV_PASSWORD, ENV_USER, Credentials, erase, from_env, store
 from ..registry.reference import api_host, parse, parse_registry
+from .app import SETTINGS, DryRunOpt, JsonOpt, NgcOpt, SetOpt, app, emit_json, info, progress, warn
+
+if TYPE_CHECKING:  # the machinery is imported when a command runs (start-up time)
+    from ..cache.stage import StagePlan, StageResult
+    from ..registry.client import ManifestHead
+    from ..registry.push_plan import PushPlan
+    from ..registry.reference import Reference
+    from ..site.model import Site
 
 # The HTTP stack (requests) is imported inside the commands, so that `ckit --help` and the other commands
 # do not pay for it.
-Progress = Callable[[int], None]
 
 InsecureOpt = Annotated[bool, typer.Option(
     "--insecure", help="Allow plain http and skip TLS verification (implied for 127.0.0.1/localhost over http).")]
@@ -29,7 +35,7 @@ RefArg = Annotated[str, typer.Argument(metavar="REF", help="REGISTRY/REPO:TAG (o
 
 
 @contextmanager
-def _bar(description: str, total: int | None) -> Iterator[Progress]:
+def _bar(description: str, total: int | None) -> Iterator[Meter]:
     with progress() as reporter, reporter.meter(description, total=total) as meter:
         yield meter
 
@@ -96,13 +102,14 @@ def push(
 ) -> None:
     """Push an image, a .sif or a .sqsh to an OCI registry through ckit's own client (blobs it already has are
     not sent again; plain image layers are gzip-compressed, the same bytes every time)."""
+    from ..registry.annotations import parse_pairs
     from ..registry.client import RegistryClient
     from ..registry.push import PushOptions, execute
     from ..registry.push_plan import plan
 
     target = parse(ref)
     parameters = _parameters(sets) if sets else None
-    options = PushOptions(stack, parameters, source_digest, notes.parse_pairs(annotation), image_format,
+    options = PushOptions(stack, parameters, source_digest, parse_pairs(annotation), image_format,
                           recipes_dirs=tuple(SETTINGS.recipes_dirs))
     planned = plan(source, target, image_format, options.sets, options.recipes_dirs)
     if dry_run:
@@ -121,7 +128,7 @@ def push(
     typer.echo(outcome.reference)
 
 
-def _show_plan(planned, as_json: bool) -> None:  # type: ignore[no-untyped-def]
+def _show_plan(planned: PushPlan, as_json: bool) -> None:
     if as_json:
         emit_json({"dry_run": True, **planned.as_json()})
         return
@@ -228,7 +235,7 @@ def lock(
                           f"registry serves, so it has no digest to lock",
                           hint=f"push the image to a registry and lock with {knob}")
 
-    def head_of(ref):  # type: ignore[no-untyped-def]
+    def head_of(ref: Reference) -> ManifestHead:
         client = RegistryClient.for_reference(ref, insecure=insecure, ca_file=ca_file)
         return client.head_manifest(ref.repository, ref.reference)
 
@@ -294,7 +301,8 @@ def stage(
     typer.echo(str(result.path))
 
 
-def _stage(plan, profile, sets, ngc, insecure, ca_file):  # type: ignore[no-untyped-def]
+def _stage(plan: StagePlan, profile: Site | None, sets: list[str] | None, ngc: str | None, insecure: bool,
+           ca_file: Path | None) -> StageResult:
     from ..cache import stage as staging
 
     if plan.kind == "file":

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ..cliapp import SETTINGS, JsonOpt, app, complete_site, emit_json
+from .app import SETTINGS, JsonOpt, app, complete_site, emit_json
 
 sites_app = typer.Typer(name="sites", help="Site profiles (built-in and --sites folders).",
                         invoke_without_command=True, rich_markup_mode=None)

@@ -8,6 +8,7 @@ message, when it nests deeper than the ``nesting`` limit, before anything else l
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import CkitError, ConfigError
@@ -19,6 +20,7 @@ def too_deep(value: Any, max_depth: int) -> bool:
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
+        children: Iterable[Any]
         if isinstance(item, dict):
             children = item.values()
         elif isinstance(item, list):
@@ -43,7 +45,8 @@ def parse(data: bytes | str, what: str, *, error: type[CkitError] = ConfigError,
     if too_deep(value, depth):
         raise error(f"{what} nests deeper than {depth} levels", hint="the content is malformed or hostile")
     if expect is not None and not isinstance(value, expect):
-        kind = {dict: "a JSON object", list: "a JSON list"}.get(expect, expect.__name__)
+        kinds: dict[type, str] = {dict: "a JSON object", list: "a JSON list"}
+        kind = kinds.get(expect) or expect.__name__
         raise error(f"{what} must be {kind}, not {_json_type(value)}")
     return value
 
@@ -54,7 +57,7 @@ def _json_type(value: Any) -> str:
     return names.get(type(value), type(value).__name__)
 
 
-def typed(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], what: str, *,
+def typed(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], what: str, *,
           error: type[CkitError] = ConfigError, default: Any = None) -> Any:
     """``obj[key]`` checked to be of ``kind`` (null or absent gives ``default``)."""
     value = obj.get(key)
@@ -66,12 +69,12 @@ def typed(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], what: st
     return value
 
 
-def strings(obj: dict[str, Any], key: str, what: str, *, error: type[CkitError] = ConfigError) -> list[str]:
+def strings(obj: Mapping[str, Any], key: str, what: str, *, error: type[CkitError] = ConfigError) -> list[str]:
     """``obj[key]`` as a list of strings (null or absent: empty)."""
     value = typed(obj, key, list, what, error=error, default=[])
     if not all(isinstance(item, str) for item in value):
         raise error(f"{what}: {key} must be a list of strings")
-    return value
+    return list(value)
 
 
 def _tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:

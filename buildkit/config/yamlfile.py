@@ -100,13 +100,13 @@ class _Loader(yaml.SafeLoader):
         super().__init__(text)
         self.depth, self.max_depth = 0, limits.size("nesting")
 
-    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:  # type: ignore[override]
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         self.depth += 1
         try:
             if self.depth > self.max_depth:
-                mark = self.peek_event().start_mark
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]  # untyped in the stubs
                 raise yaml.composer.ComposerError(None, None, f"nested deeper than {self.max_depth} levels", mark)
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            return super().compose_node(parent, index)
         finally:
             self.depth -= 1
 
@@ -171,7 +171,7 @@ def _describe(error: jsonschema.ValidationError) -> tuple[KeyPath, str, str | No
         missing = [k for k in error.validator_value if isinstance(error.instance, dict) and k not in error.instance]
         if missing:
             return keypath, f"missing required key '{missing[0]}'", f"add '{missing[0]}:'"
-    if error.validator == "enum":
+    if error.validator == "enum" and isinstance(error.validator_value, list):
         choices = ", ".join(str(c) for c in error.validator_value)
         close = difflib.get_close_matches(str(error.instance), [str(c) for c in error.validator_value], n=1)
         hint = f"did you mean '{close[0]}'?" if close else f"choose one of: {choices}"

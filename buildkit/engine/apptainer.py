@@ -29,6 +29,8 @@ from .base import (
     BuildListener,
     BuildRequest,
     BuiltImage,
+    ContextFormat,
+    Product,
     context_file,
     register,
 )
@@ -75,8 +77,8 @@ class ApptainerEngine:
     """apptainer or singularity building a ``.def`` straight to a ``.sif``."""
 
     name: ClassVar[str] = "apptainer"
-    context_format: ClassVar[str] = "singularity"
-    product: ClassVar[str] = "sif"
+    context_format: ClassVar[ContextFormat] = "singularity"
+    product: ClassVar[Product] = "sif"
 
     def probe(self) -> Availability:
         binary = find_binary()

@@ -12,7 +12,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal, Protocol, runtime_checkable
 
+from .. import daemon
 from ..errors import BuildError, ConfigError
+from ..oci import labels as keys
 from ..render.context import ContextFile, context_tar
 
 ContextFormat = Literal["docker", "singularity"]
@@ -46,7 +48,7 @@ class BuildEvent:
 BuildListener = Callable[[BuildEvent], None]
 
 
-BUILD_KEY_LABEL = "io.ckit.build.key"
+BUILD_KEY_LABEL = keys.BUILD_KEY
 
 
 @dataclass(frozen=True)
@@ -153,9 +155,7 @@ def select_engine(name: str, *, products: tuple[str, ...] = ("image", "sif")) ->
 
 
 _START_HINT = {
-    "docker": ("start Docker, or podman's Docker-compatible service: "
-               "`podman system service --time=0 unix:///run/podman/podman.sock &` and "
-               "`export DOCKER_HOST=unix:///run/podman/podman.sock`"),
+    "docker": daemon.START_HINT,
     "apptainer": "install apptainer (or singularity) and put it on PATH, or use --engine docker",
 }
 

@@ -8,12 +8,10 @@ The SDK does not raise when the daemon reports a failure inside the stream: an i
 from __future__ import annotations
 
 import io
-import os
 import re
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
 import docker
@@ -23,6 +21,7 @@ import docker.models.images
 import docker.utils
 import requests.exceptions
 
+from ..daemon import START_HINT, Daemon, connect, short_error
 from ..errors import BuildError, ConfigError
 from ..render.context import context_tar
 from .base import (
@@ -33,75 +32,13 @@ from .base import (
     BuildListener,
     BuildRequest,
     BuiltImage,
+    ContextFormat,
+    Product,
     register,
-    start_hint,
 )
 
-PROBE_TIMEOUT = 5
 # podman/buildah: "STEP 2/4: RUN …"; the classic Docker builder: "Step 2/4 : RUN …"
 STEP_RE = re.compile(r"^(?:STEP|Step) (\d+)/(\d+)\s?: ?(.*)$")
-
-
-def fallback_sockets(env: Mapping[str, str]) -> list[str]:
-    """Where to look for a daemon when DOCKER_HOST is unset: Docker's socket, then podman's (root, user)."""
-    candidates = ["/var/run/docker.sock", "/run/podman/podman.sock"]
-    if env.get("XDG_RUNTIME_DIR"):
-        candidates.append(str(Path(env["XDG_RUNTIME_DIR"]) / "podman" / "podman.sock"))
-    return [f"unix://{c}" for c in candidates]
-
-
-@dataclass(frozen=True)
-class Daemon:
-    client: docker.DockerClient
-    address: str
-    server: str  # "podman 4.3.1", "docker 27.0.3"
-
-
-def connect(env: Mapping[str, str] | None = None, timeout: int = PROBE_TIMEOUT) -> Daemon:
-    """A client for the first daemon that answers ``/_ping``. ConfigError (exit 2) when none answers.
-
-    The ping's headers give the API version and the server, so no slow ``/version`` call is made
-    (podman's takes about a second).
-    """
-    env = os.environ if env is None else env
-    tls = docker.utils.kwargs_from_env(environment=dict(env)).get("tls")  # DOCKER_TLS_VERIFY, DOCKER_CERT_PATH
-    if env.get("DOCKER_HOST"):
-        addresses = [env["DOCKER_HOST"]]
-    else:
-        addresses = [a for a in fallback_sockets(env) if Path(a.removeprefix("unix://")).exists()]
-        addresses = addresses or ["unix:///var/run/docker.sock"]
-    failures = []
-    for address in addresses:
-        try:
-            probe = docker.APIClient(base_url=address, version=docker.constants.MINIMUM_DOCKER_API_VERSION,
-                                     timeout=timeout, tls=tls)
-            reply = probe.get(probe.base_url + "/_ping")
-            reply.raise_for_status()
-            headers = reply.headers
-            client = docker.DockerClient(base_url=address, version=headers.get("Api-Version") or "1.41",
-                                         timeout=timeout, tls=tls)
-            return Daemon(client, address, server_name(headers))
-        except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as err:
-            failures.append(f"{address}: {_short(err)}")
-    raise ConfigError("cannot reach a Docker API engine (" + "; ".join(failures) + ")", hint=start_hint("docker"))
-
-
-def server_name(headers: Mapping[str, str]) -> str:
-    """``Server: Libpod/4.3.1 (linux)`` -> "podman 4.3.1"; ``Server: Docker/27.0.3 (linux)`` -> "docker 27.0.3"."""
-    server = headers.get("Server", "")
-    product, _, rest = server.partition("/")
-    version = rest.split(" ", 1)[0] or "?"
-    if product.lower() == "libpod" or headers.get("Libpod-Api-Version"):
-        return f"podman {headers.get('Libpod-Api-Version') or version}"
-    return f"{product.lower() or 'docker'} {version}"
-
-
-def _short(err: BaseException) -> str:
-    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-    for marker in ("Connection refused", "No such file or directory", "Permission denied"):
-        if marker in str(err):
-            return marker.lower()
-    return text[:200]
 
 
 @dataclass
@@ -148,8 +85,8 @@ class DockerEngine:
     """Docker or podman through the Docker Engine API."""
 
     name: ClassVar[str] = "docker"
-    context_format: ClassVar[str] = "docker"
-    product: ClassVar[str] = "image"
+    context_format: ClassVar[ContextFormat] = "docker"
+    product: ClassVar[Product] = "image"
 
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
         self._env = env
@@ -189,7 +126,7 @@ class DockerEngine:
         except docker.errors.ImageNotFound:
             return None
         except (docker.errors.APIError, requests.exceptions.RequestException) as err:
-            raise BuildError(f"cannot inspect image {ref}: {_short(err)}") from err
+            raise BuildError(f"cannot inspect image {ref}: {short_error(err)}") from err
 
     def build(self, request: BuildRequest, listener: BuildListener) -> BuiltImage:
         started = time.monotonic()
@@ -202,8 +139,8 @@ class DockerEngine:
             raise BuildError(f"the engine refused the build of {request.tag}: {err.explanation or err}",
                              hint="check the Dockerfile and the engine's log") from err
         except requests.exceptions.ConnectionError as err:
-            raise BuildError(f"lost the connection to the engine at {self.address} during the build: {_short(err)}",
-                             hint=start_hint("docker")) from err
+            raise BuildError(f"lost the connection to the engine at {self.address} during the build: {short_error(err)}",
+                             hint=START_HINT) from err
         image = self.image(request.tag)
         if image is None:
             raise build_failure(f"the engine reported success but has no image {request.tag}", None, result.log)

@@ -206,9 +206,10 @@ def oci_config_json(config: ImageConfig) -> bytes:
     """``json.Marshal(v1.Config)`` of go-containerregistry: field order, omitempty, unknown keys dropped."""
     out: dict[str, Any] = {}
     for name, kind in _OCI_CONFIG_FIELDS:
-        value = _lookup(config.raw, name)
-        if not value or not isinstance(value, kind):
+        found = _lookup(config.raw, name)
+        if not found or not isinstance(found, kind):
             continue
+        value: Any = found  # a JSON value of the field's kind
         if name == "Healthcheck":
             fields = [f"{go_json(k)}:{go_json(_lookup(value, k))}" for k in _HEALTH_FIELDS if _lookup(value, k)]
             out[name] = _Raw("{" + ",".join(fields) + "}")
@@ -258,20 +259,6 @@ def labels_json(config: ImageConfig, *, deffile: str, labels_extra: Mapping[str,
     merged.update(build_labels(config, deffile=deffile, source_date_epoch=source_date_epoch))
     merged.update(labels_extra)
     return go_json(merged, indent="\t").encode()
-
-
-def inspect_metadata_json(config: ImageConfig, *, deffile: str, labels: bytes) -> bytes:
-    """The SIF ``inspect-metadata.json`` object (what ``apptainer inspect --all`` reports), Go field order."""
-    environment = {"/.singularity.d/env/10-docker2singularity.sh": docker_env_script(config).strip(),
-                   "/.singularity.d/env/90-environment.sh": FIXED_SCRIPTS["env/90-environment.sh"].strip()}
-    attributes = ",".join([
-        f'"environment":{go_json(environment)}',
-        f'"labels":{go_json(json.loads(labels))}',
-        f'"runscript":{go_json(runscript(config).strip())}',
-        f'"deffile":{go_json(deffile.strip())}',
-        f'"startscript":{go_json(FIXED_SCRIPTS["startscript"].strip())}',
-    ])
-    return ('{"data":{"attributes":{' + attributes + '}},"type":"container"}').encode()
 
 
 # --- the whole set ------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ is all-root with ``u+rX`` (and ``u+w`` on directories), exactly what ``enroot im
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +25,8 @@ from ..fsutil import check_output
 from ..progress import SILENT, Reporter
 from ..reproducible import source_date_epoch
 from . import squashfs
-from .source import DaemonSource, DockerArchiveSource, OciLayoutSource, Source, parse_source
+from .registry_source import RegistrySource
+from .source import DaemonSource, DockerArchiveSource, OciLayoutSource, Reader, Source, parse_source
 
 if TYPE_CHECKING:
     from ..site.model import Site
@@ -77,11 +78,9 @@ def provenance(source: Source) -> str:
     OCI layout, which enroot cannot import (and whose host path is nobody else's business)."""
     if isinstance(source, DaemonSource):
         return f"dockerd://{source.ref}"
-    if isinstance(source, (DockerArchiveSource, OciLayoutSource)):
+    if not isinstance(source, RegistrySource):
         return ""
-    from ..registry.reference import parse
-
-    ref = parse(source.image_ref)
+    ref = source.ref
     where = f"@{ref.digest}" if ref.digest else f":{ref.tag or 'latest'}"
     return f"docker://{ref.api_host}#{ref.repository}{where}"
 
@@ -98,14 +97,15 @@ def bootstrap(source: Source) -> tuple[str, str]:
 
 
 def plan(source: str | Source, target: str, *, output: Path | None = None, compress: str | None = None,
-         site: Site | None = None, insecure: bool = False, ca_file: Path | None = None) -> ConvertPlan:
+         site: Site | None = None, registry: Reader | None = None) -> ConvertPlan:
     """Check the request and identify the image (a cheap read: manifest/config or the engine's image ID).
-    ``source`` is a SOURCE string, or a :class:`~.source.Source` a caller converts more than once."""
+    ``source`` is a SOURCE string, or a :class:`~.source.Source` a caller converts more than once;
+    ``registry`` reads a ``docker://`` SOURCE (:func:`buildkit.registry.source.reader`)."""
     if target not in TARGETS:
         raise ConfigError(f"--to {target!r}: unknown target", hint="use --to sif or --to sqsh")
     allowed = site.squashfs_compressions if site is not None else ()
     compression = squashfs.choose(compress, allowed, target=target, site_name=site.name if site is not None else "")
-    src = source if isinstance(source, Source) else parse_source(source, insecure=insecure, ca_file=ca_file)
+    src = source if isinstance(source, Source) else parse_source(source, registry=registry)
     if output is not None:  # before any work: never replace a device, a folder or the input itself
         check_output(output, inputs=input_paths(src), flag="-o")
     epoch = source_date_epoch()
@@ -123,7 +123,7 @@ def input_paths(source: Source) -> list[Path]:
     return [source.path] if isinstance(source, (DockerArchiveSource, OciLayoutSource)) else []
 
 
-def verifier(target: str):  # type: ignore[no-untyped-def]
+def verifier(target: str) -> Callable[[Path], object]:
     """The check an artifact passes before it is published or served from the store."""
     if target == "sqsh":
         return squashfs.check
@@ -182,19 +182,18 @@ def _from_store(p: ConvertPlan, store: store_mod.Store, found: dict[str, Any]) -
 
 
 def convert(source: str | Source, target: str, *, output: Path | None = None, compress: str | None = None,
-            site: Site | None = None, store: store_mod.Store | None = None, insecure: bool = False,
-            ca_file: Path | None = None, progress: Reporter = SILENT) -> ConvertResult:
+            site: Site | None = None, store: store_mod.Store | None = None, registry: Reader | None = None,
+            progress: Reporter = SILENT) -> ConvertResult:
     """Convert ``source`` (a SOURCE string) to ``target`` ("sif" or "sqsh"), via the store; ``progress``
     draws the reading of the layers and the writing of the squashfs."""
-    return execute(plan(source, target, output=output, compress=compress, site=site, insecure=insecure,
-                        ca_file=ca_file), store, progress)
+    return execute(plan(source, target, output=output, compress=compress, site=site, registry=registry), store,
+                   progress)
 
 
 def convert_many(source: str | Source, targets: Sequence[tuple[str, Path | None]], *,
                  store: store_mod.Store | None = None, progress: Reporter = SILENT,
                  **options: Any) -> list[ConvertResult]:
     """``source`` to every (target, output) in ``targets``, reading and indexing the layers once."""
-    src = source if isinstance(source, Source) else parse_source(source, insecure=options.get("insecure", False),
-                                                                 ca_file=options.get("ca_file"))
+    src = source if isinstance(source, Source) else parse_source(source, registry=options.get("registry"))
     return execute_many([plan(src, target, output=output, **options) for target, output in targets], store,
                         progress=progress)

@@ -249,7 +249,7 @@ class Tree:
         if direct is not None and direct.kind == "dir":
             parent = parent_name  # the common case: the parent is a real directory already
         else:
-            parent = self.resolve_dir(parent_name.split("/"), layer)  # type: ignore[assignment]
+            parent = self.resolve_dir(parent_name.split("/"), layer)
             assert parent is not None
         path = _join(parent, base)
         existing = self.nodes.get(path)

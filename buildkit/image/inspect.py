@@ -18,9 +18,9 @@ from ..config.jsondoc import parse as parse_json
 from ..errors import CommandFailed, ConfigError, ConvertError
 from . import sif as S
 from . import sif_text as T
+from .squashfs import COMPRESSORS
 
 SQUASHFS_MAGIC = b"hsqs"
-COMPRESSORS = {1: "gzip", 2: "lzma", 3: "lzo", 4: "xz", 5: "lz4", 6: "zstd"}
 _SUPERBLOCK = struct.Struct("<IIIIIHHHHHHQQ")
 BASE_ENV_SCRIPTS = {"01-base.sh", "94-appsbase.sh", "95-apps.sh", "99-base.sh", "99-runtimevars.sh"}
 # Enroot's files, then Charliecloud's (ch-run --set-env reads /ch/environment): what a .sqsh carries for its runtimes

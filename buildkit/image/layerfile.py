@@ -18,21 +18,23 @@ from __future__ import annotations
 import io
 import logging
 import os
+import types
 import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from ..errors import ConvertError, IntegrityError
 from ..oci.digest import hasher, parse_digest
 from .source import LayerBlob
 
+gzip_codec: types.ModuleType
 try:
     from isal import isal_zlib as gzip_codec
 except ImportError:  # no isal wheel for this platform
-    gzip_codec = zlib  # type: ignore[misc]
+    gzip_codec = zlib
 
 log = logging.getLogger("ckit.layers")
 
@@ -74,7 +76,7 @@ class Region(io.RawIOBase):
         self._pos = max(0, base + pos)
         return self._pos
 
-    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def, override]
+    def readinto(self, buffer: Any) -> int:
         want = min(len(buffer), self._size - self._pos)
         if want <= 0:
             return 0
@@ -244,6 +246,7 @@ def _unzstd(reader: _Hashing, out: BinaryIO, what: str) -> None:
     import zstandard
 
     try:
-        zstandard.ZstdDecompressor().copy_stream(reader, out, read_size=CHUNK, write_size=CHUNK)
+        # copy_stream only calls read() on its source, which the hashing reader has
+        zstandard.ZstdDecompressor().copy_stream(reader, out, read_size=CHUNK, write_size=CHUNK)  # type: ignore[arg-type]
     except zstandard.ZstdError as err:
         raise ConvertError(f"{what}: corrupt zstd data: {err}") from err

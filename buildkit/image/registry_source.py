@@ -1,8 +1,11 @@
-"""``docker://REF``: an image read straight from a registry (OCI distribution API, ckit's registry client).
+"""``docker://REF``: an image read straight from a registry (OCI distribution API).
 
 Identifying costs two small requests (manifest, config blob; an index is resolved to this host's
 linux/<arch>). Materialising downloads the layer blobs into the work dir, four at a time, each sha256 checked
 while it streams; the flattener then reads those files like any other layer.
+
+The image layer knows no registry client: the reference and a way to reach the registry are handed in
+(:mod:`buildkit.registry.source` does that with ckit's client), as the protocols below describe.
 """
 
 from __future__ import annotations
@@ -10,8 +13,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..config import limits
 from ..errors import ConvertError, IntegrityError
@@ -22,23 +26,52 @@ CHUNK = 1 << 20
 DOWNLOADS = 4  # layers downloaded at once
 
 
-class RegistrySource(Source):
-    def __init__(self, text: str, ref_text: str, *, insecure: bool = False, ca_file: Path | None = None) -> None:
-        from ..registry.reference import parse
+class ImageRef(Protocol):
+    """A parsed ``[REGISTRY/]REPO[:TAG][@DIGEST]`` (:class:`buildkit.registry.reference.Reference`)."""
 
-        self.text, self.image_ref = text, ref_text
-        self.ref = parse(ref_text)
-        self.insecure, self.ca_file = insecure, ca_file
-        self._client: Any = None
+    @property
+    def repository(self) -> str: ...
+    @property
+    def tag(self) -> str | None: ...
+    @property
+    def digest(self) -> str | None: ...
+    @property
+    def reference(self) -> str: ...
+    @property
+    def api_host(self) -> str: ...
+
+
+class Manifest(Protocol):
+    @property
+    def media_type(self) -> str: ...
+
+    def json(self) -> Any: ...
+
+
+class Blob(Protocol):
+    def read(self, amt: int | None = -1) -> bytes: ...
+
+
+class BlobClient(Protocol):
+    """What the source asks of a registry client (:class:`buildkit.registry.client.RegistryClient`)."""
+
+    def get_manifest(self, repo: str, reference: str, accept: str = ...) -> Manifest: ...
+    def open_blob(self, repo: str, digest: str, size: int | None = None) -> AbstractContextManager[Blob]: ...
+
+
+class RegistrySource(Source):
+    def __init__(self, text: str, ref: ImageRef, connect: Callable[[], BlobClient]) -> None:
+        self.text, self.image_ref = text, str(ref)
+        self.ref = ref
+        self._connect = connect
+        self._client: BlobClient | None = None
         self._manifest: dict[str, Any] | None = None
         self._config: bytes | None = None
 
     @property
-    def client(self) -> Any:
+    def client(self) -> BlobClient:
         if self._client is None:
-            from ..registry.client import RegistryClient
-
-            self._client = RegistryClient.for_reference(self.ref, insecure=self.insecure, ca_file=self.ca_file)
+            self._client = self._connect()
         return self._client
 
     def manifest(self) -> dict[str, Any]:

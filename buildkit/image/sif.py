@@ -45,7 +45,10 @@ from .sif_format import (
     PARTITION_ALIGNMENT,
     VERSION,
 )
-from .sif_reader import SifDescriptor, SifFile, is_sif, read_sif  # noqa: F401 - the reader, re-exported
+from .sif_reader import SifDescriptor as SifDescriptor  # the reader, re-exported
+from .sif_reader import SifFile as SifFile
+from .sif_reader import is_sif as is_sif
+from .sif_reader import read_sif as read_sif
 
 
 # --- writer --------------------------------------------------------------------------------------------------
@@ -177,13 +180,11 @@ def write_apptainer_sif(
     oci_config: bytes,
     squashfs: Path,
     arch: str,
-    inspect_metadata: bytes | None = None,
     source_date_epoch: int | None = None,
 ) -> None:
     """Write a SIF as ``apptainer build`` does, atomically: temp file, fsync, verify, rename.
 
-    Objects: Def.FILE, the JSON.Generic objects sorted by name (``inspect-metadata.json`` when given,
-    ``oci-config.json``), then the squashfs as the primary system partition. ``source_date_epoch`` makes
+    Objects: Def.FILE, the JSON.Generic ``oci-config.json``, then the squashfs as the primary system partition. ``source_date_epoch`` makes
     the output deterministic (nil UUID, Go zero time), as apptainer does.
     """
     out_path = Path(out_path)
@@ -191,8 +192,6 @@ def write_apptainer_sif(
         if head.read(4) != b"hsqs":
             raise ConvertError(f"{squashfs}: not a squashfs file, so it cannot be a SIF's system partition")
     objects = [SifObject(DATA_DEFFILE, data=deffile)]
-    if inspect_metadata is not None:
-        objects.append(SifObject(DATA_GENERIC_JSON, data=inspect_metadata, name="inspect-metadata.json"))
     objects.append(SifObject(DATA_GENERIC_JSON, data=oci_config, name="oci-config.json"))
     objects.append(SifObject(DATA_PARTITION, path=Path(squashfs), fstype=FS_SQUASHFS, parttype=PART_PRIMSYS,
                              arch=arch))

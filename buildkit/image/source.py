@@ -19,7 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import docker.errors
+
 from ..config import limits
+from ..daemon import connect
 from ..errors import ConfigError, ConvertError, IntegrityError
 from ..oci.digest import parse_digest
 from ..oci.docker_manifest import ArchiveImage, archive_images
@@ -92,19 +95,21 @@ class Source:
         raise ConvertError(f"{self.text}: this source cannot be read")
 
 
-def parse_source(text: str, *, insecure: bool = False, ca_file: Path | None = None) -> Source:
-    """The source named by ``text`` (the one SOURCE grammar, :mod:`buildkit.oci.sources`), or a ConfigError."""
+Reader = Callable[[SourceSpec], "Source"]  # a SOURCE form's reader: the parsed SOURCE -> its Source
+
+
+def parse_source(text: str, *, registry: Reader | None = None) -> Source:
+    """The source named by ``text`` (the one SOURCE grammar, :mod:`buildkit.oci.sources`), or a ConfigError.
+    ``registry`` reads ``docker://`` (:func:`buildkit.registry.source.reader`: the client is a layer above)."""
     spec = parse_spec(text)
-    return READERS[spec.form](spec, insecure, ca_file)
+    if spec.form == "docker":
+        if registry is None:
+            raise ConfigError(f"{text}: this command reads no registry", hint="give a local SOURCE")
+        return registry(spec)
+    return READERS[spec.form](spec)
 
 
-def _registry_source(spec: SourceSpec, insecure: bool, ca_file: Path | None) -> Source:
-    from .registry_source import RegistrySource
-
-    return RegistrySource(spec.text, spec.ref or "", insecure=insecure, ca_file=ca_file)
-
-
-def _oci_archive_source(spec: SourceSpec, insecure: bool, ca_file: Path | None) -> Source:
+def _oci_archive_source(spec: SourceSpec) -> Source:
     from .oci_archive_source import OciArchiveSource
 
     return OciArchiveSource(spec.text, spec.path or Path(), spec.ref)
@@ -249,11 +254,6 @@ class DaemonSource(Source):
 
     def _get(self) -> Any:
         if self._image is None:
-            import docker
-            import docker.errors
-
-            from ..engine.docker import connect
-
             try:
                 self._daemon = connect()
                 client = self._daemon.client
@@ -389,11 +389,11 @@ def pick_platform(manifests: list[Descriptor], what: str) -> Descriptor:
     raise ConvertError(f"{what}: the image index has no linux/{arch} image", hint=f"platforms: {found or 'none'}")
 
 
-# The readers, by the form's name in the SOURCE grammar (a new form is one entry here and one in the grammar).
-READERS: dict[str, Callable[[SourceSpec, bool, Path | None], Source]] = {
-    "docker-daemon": lambda spec, _insecure, _ca: DaemonSource(spec.text, spec.ref or ""),
-    "docker-archive": lambda spec, _insecure, _ca: DockerArchiveSource(spec.text, spec.path or Path(), spec.ref),
-    "oci": lambda spec, _insecure, _ca: OciLayoutSource(spec.text, spec.path or Path(), spec.ref),
+# The readers of local forms, by the form's name in the SOURCE grammar (a new form is one entry here and one in
+# the grammar); ``docker://`` is read by the registry package's reader, passed to :func:`parse_source`.
+READERS: dict[str, Reader] = {
+    "docker-daemon": lambda spec: DaemonSource(spec.text, spec.ref or ""),
+    "docker-archive": lambda spec: DockerArchiveSource(spec.text, spec.path or Path(), spec.ref),
+    "oci": lambda spec: OciLayoutSource(spec.text, spec.path or Path(), spec.ref),
     "oci-archive": _oci_archive_source,
-    "docker": _registry_source,
 }

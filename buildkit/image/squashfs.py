@@ -28,7 +28,9 @@ if TYPE_CHECKING:
     from .squashfs_writer import Ownership, Stats
 
 SQUASHFS_MAGIC = b"hsqs"
-COMPRESSOR_IDS = {1: "gzip", 2: "lzma", 3: "lzo", 4: "xz", 5: "lz4", 6: "zstd"}
+# the superblock's compressor ids (the kernel's squashfs_fs.h), and the same map the other way
+COMPRESSORS = {1: "gzip", 2: "lzma", 3: "lzo", 4: "xz", 5: "lz4", 6: "zstd"}
+COMPRESSOR_IDS = {name: number for number, name in COMPRESSORS.items()}
 LEVELS = {"gzip": (1, 9), "zstd": (-7, 22), "xz": (0, 9)}  # zstd's negative levels are its "--fast" modes
 FAST_LEVEL = {"gzip": 1, "zstd": 1, "xz": 0}
 # The default per target, then what a site that cannot mount zstd gets: the fast end of gzip, which every
@@ -126,9 +128,9 @@ def read_superblock(f: BinaryIO, offset: int = 0) -> Superblock:
     inodes, mkfs_time, block_size, _frags, comp, _log, _flags, _ids, major, _minor = struct.unpack_from(
         "<IIIIHHHHHH", raw, 4)
     bytes_used = struct.unpack_from("<Q", raw, 40)[0]
-    if major != 4 or comp not in COMPRESSOR_IDS:
+    if major != 4 or comp not in COMPRESSORS:
         raise ConvertError(f"unsupported squashfs (version {major}, compressor id {comp})")
-    return Superblock(inodes, mkfs_time, block_size, COMPRESSOR_IDS[comp], bytes_used)
+    return Superblock(inodes, mkfs_time, block_size, COMPRESSORS[comp], bytes_used)
 
 
 def check(path: Path, offset: int = 0) -> Superblock:

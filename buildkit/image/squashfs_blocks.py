@@ -174,7 +174,8 @@ class BlockWriter:
     def _retire(self) -> None:
         future, done = self._pending.popleft()
         start = self.out.pos
-        placed, chunks = [], []
+        placed: list[tuple[int, int]] = []
+        chunks: list[bytes] = []
         for data, word in future.result():
             placed.append((self.out.pos, word))
             if data is ALIGNED:  # a hole up to the next block boundary: it reads as zeros

@@ -89,7 +89,7 @@ class _At:
         self.offset, self.inode, self.size = offset, inode, inode.size
 
 
-def _survivors(data: array[int], smalls: list) -> tuple[list[list[int]], dict[int, list[tuple[int, Inode]]]]:  # type: ignore[type-arg]
+def _survivors(data: array[int], smalls: list) -> tuple[list[list[int]], dict[int, list[tuple[int, Inode]]]]:
     """The layer's fragment groups (each a list of member sizes, as :func:`fragment_groups` packs them) and,
     per group with survivors, (index in the group, inode) of each surviving small file. ``smalls`` are the
     surviving small files in offset order: one walk along both lists."""

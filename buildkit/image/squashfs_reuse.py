@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .squashfs import COMPRESSOR_IDS
 from .squashfs_blocks import BLOCK_SIZE, UNCOMPRESSED_BLOCK
 from .squashfs_copy import Earlier, Segment
 from .squashfs_data import fragment_groups
@@ -55,7 +56,6 @@ LAYOUT = 1  # bump when the data layout of a layer's segment changes
 MAX_RECORD = 128 << 20  # a layer with a million files has a members file of a few tens of MB
 ARTIFACT_NAME = re.compile(r"[0-9a-f]{64}\.(sif|sqsh)")
 DIGEST = re.compile(r"[a-z0-9]+:[0-9a-f]{32,128}")
-COMPRESSOR_IDS = {"gzip": 1, "xz": 4, "zstd": 6}
 FOLDED_PAX = ("path", "linkpath", "size", "uid", "gid", "mtime")  # already in the member's fields
 COUNTS = ("mode", "uid", "gid", "size", "offset")
 
@@ -132,7 +132,7 @@ class Columns:
 
     def encode(self) -> bytes:
         """Names as JSON strings; the numbers as little-endian arrays in base64 (no object per number)."""
-        numbers = {**self.counts, "mtime": self.mtimes}
+        numbers: dict[str, array[Any]] = {**self.counts, "mtime": self.mtimes}
         rest = json.dumps({"type": self.types.decode("latin-1"), "pax": self.pax,
                            **{column: _packed(values) for column, values in numbers.items()}}, separators=(",", ":"))
         return _framed(MEMBERS_MAGIC, b'{"name":[' + self.names[:-1] + b'],"link":[' + self.links[:-1] + b"],"
@@ -143,14 +143,14 @@ def _json_text(text: str) -> bytes:
     return json.dumps(text).encode() + b","
 
 
-def _packed(values: array) -> str:  # type: ignore[type-arg]
+def _packed(values: array) -> str:
     if sys.byteorder != "little":
         values = array(values.typecode, values)
         values.byteswap()
     return base64.b64encode(values.tobytes()).decode("ascii")
 
 
-def _unpacked(text: str, typecode: str, count: int) -> array:  # type: ignore[type-arg]
+def _unpacked(text: str, typecode: str, count: int) -> array:
     values = array(typecode, base64.b64decode(text, validate=True))
     if len(values) != count:
         raise BadRecord("a members column of another length")

@@ -307,8 +307,8 @@ class Tables:
                     xattr) + sizes)
             self._written[id(inode)] = (ref, number)
             return FILE, ref, number
+        assert node.meta is not None
         meta = node.meta
-        assert meta is not None
         xattr = self.xattrs(meta.xattrs)
         mode = self.own.mode(node.kind, meta.mode, depth)
         if node.kind == "symlink":

@@ -31,6 +31,7 @@ from pathlib import Path
 from ..errors import ConvertError
 from .flatten import Tree
 from .layerfile import LayerTar
+from .squashfs import COMPRESSOR_IDS
 from .squashfs_blocks import BLOCK_SIZE, BlockWriter, Compress, Output
 from .squashfs_copy import Earlier, Segment
 from .squashfs_data import PROGRESS_STEP, DataWriter, Placement
@@ -45,7 +46,6 @@ BLOCK_LOG = 17
 NO_TABLE = 0xFFFFFFFFFFFFFFFF
 FLAG_EXPORTABLE = 0x0080
 FLAG_NO_XATTRS = 0x0200
-COMPRESSOR_IDS = {"gzip": 1, "xz": 4, "zstd": 6}
 MAX_JOBS = 32  # threads by default: a big login node's cores are shared, and memory grows with each
 
 

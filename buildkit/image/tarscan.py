@@ -165,6 +165,7 @@ def scan(f: BinaryIO, start: int, end: int, what: str) -> Iterator[Member]:
     pax: dict[str, str] | None = None
     long_name: str | None = None
     long_link: str | None = None
+    mtime: float  # whole seconds in the header, fractional in PAX
     fd = f.fileno()
     pread = os.pread
     max_meta = limits.size("tar_header_size")

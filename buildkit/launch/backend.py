@@ -11,6 +11,9 @@ import pkgutil
 from collections.abc import Iterable
 from typing import Generic, Protocol, TypeVar
 
+from ..config.searchpath import suggest
+from ..errors import ConfigError
+
 
 class Named(Protocol):
     name: str
@@ -52,9 +55,6 @@ class Registry(Generic[B]):
         """The backend ``name``; an unknown name is a ConfigError naming ``flag`` with a did-you-mean."""
         backend = self.find(name)
         if backend is None:
-            from ..config.searchpath import suggest
-            from ..errors import ConfigError
-
             hint = suggest(name, list(self.names()))
             raise ConfigError(f"{flag} {name!r}: unknown {self.kind}",
                               hint=f"{hint}; one of: {', '.join(self.names())}" if hint else

@@ -40,7 +40,7 @@ class NcclReport:
     def peak_busbw(self) -> float:
         return max(max(r.out_busbw, r.in_busbw) for r in self.rows)
 
-    def to_dict(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, Any]:
         return {"avg_busbw_gbps": self.avg_busbw, "peak_busbw_gbps": self.peak_busbw, "ranks": self.ranks,
                 "hosts": list(self.hosts), "devices": sorted(set(self.devices)), "rows": [asdict(r) for r in self.rows]}
 

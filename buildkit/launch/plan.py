@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
+from ..config.searchpath import suggest
 from ..errors import ConfigError
 from ..site.model import Partition, Runtime, Site
 from .shell import ENV_NAME, check_sbatch_value, time_minutes
@@ -129,6 +130,7 @@ def classify_image(value: str, site: Site, runtime: Runtime) -> Image:
         raise ConfigError(f"--image {value!r} is not an image", hint="give a path, a registry reference or a stack name")
     if value.startswith(("/", "./", "../", "~")) or value.endswith(_PATH_SUFFIXES):
         return Image("path", value)
+    # lazy for start-up time (README, design notes): the CLI imports this module for --help
     from ..cachedir.lookup import find_staged
     from .runtimes import REGISTRY
 
@@ -184,9 +186,9 @@ def _check_request(req: LaunchRequest) -> None:
     for module in req.modules:
         if not _MODULE.fullmatch(module):
             raise ConfigError(f"--module {module!r} is not a module name", hint="e.g. --module cuda/11.4")
-    for flag, value in [("--conda", req.conda), ("--venv", req.venv), *(("--pre", p) for p in req.pre)]:
-        if value is not None and ("\n" in value or "\0" in value or not value.strip()):
-            raise ConfigError(f"{flag} {value!r}: one non-empty line", hint=f"repeat {flag} for more" if
+    for flag, line in [("--conda", req.conda), ("--venv", req.venv), *(("--pre", p) for p in req.pre)]:
+        if line is not None and ("\n" in line or "\0" in line or not line.strip()):
+            raise ConfigError(f"{flag} {line!r}: one non-empty line", hint=f"repeat {flag} for more" if
                               flag == "--pre" else f"give the {flag.lstrip('-')} environment's name or path")
 
 
@@ -208,7 +210,6 @@ def _partition(site: Site, req: LaunchRequest, uses_partitions: bool) -> Partiti
         return None
     part = site.partition(req.partition)
     if part is None:
-        from ..config.searchpath import suggest
         raise ConfigError(f"{site.name} has no partition '{req.partition}'",
                           hint=suggest(req.partition or "", [p.name for p in site.partitions]))
     return part

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CommandFailed, ConfigError, LaunchError
-from ..process import require, run
+from ..process import require, run, which
 
 _JOB_ID = re.compile(r"^\d+(_\d+)?$")
 _FIELDS = ("job_id", "name", "state", "partition", "nodes", "time", "where", "user")
@@ -32,7 +32,7 @@ class Job:
     where: str  # the node list, or why it is pending
     user: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -71,8 +71,6 @@ def job_fields(job_id: str) -> dict[str, str]:
 
 def past_job_fields(job_id: str) -> dict[str, str]:
     """A finished job from accounting (``sacct``), as JobState/ExitCode; empty without accounting."""
-    from ..process import which
-
     if not which("sacct"):
         return {}
     result = run(["sacct", "-X", "-n", "-P", "-j", check_job_id(job_id), "-o", "State,ExitCode"], step="sacct",

@@ -24,7 +24,7 @@ READ_SIZE = 1 << 20
 
 
 class _Readable(Protocol):
-    def read(self, amt: int = ..., /) -> bytes: ...
+    def read(self, amt: int | None = ..., /) -> bytes: ...
 
 
 @dataclass(frozen=True)

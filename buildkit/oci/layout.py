@@ -18,8 +18,7 @@ from ..config import limits
 from ..config.jsondoc import parse as parse_json
 from ..errors import ConfigError, IntegrityError
 from .digest import parse_digest, verify_bytes
-
-REF_NAME = "org.opencontainers.image.ref.name"
+from .labels import REF_NAME
 
 
 @dataclass(frozen=True)
@@ -55,7 +54,8 @@ def descriptor(obj: object, what: str) -> Descriptor:
 
 def json_object(data: bytes, what: str) -> dict[str, Any]:
     """``data`` as a JSON object; a clear error for anything else (including nesting deep enough to recurse)."""
-    return parse_json(data, what, error=IntegrityError)
+    found: dict[str, Any] = parse_json(data, what, error=IntegrityError)  # parse checks it is an object
+    return found
 
 
 def read_capped(handle: BinaryIO, limit: int, what: str) -> bytes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 
@@ -60,6 +61,11 @@ def violations(
             _holds(c, value(c), in_then=True) for c in rule.then
         ):
             names = {**{k: format_value(v) for k, v in params.items()}, **facts}
-            message = re.sub(r"\{([a-z_][a-z0-9_]*)\}", lambda m, names=names: names.get(m[1], m[0]), rule.message)
+            message = re.sub(r"\{([a-z_][a-z0-9_]*)\}", functools.partial(_name_or_field, names), rule.message)
             failed.append((rule, message))
     return failed
+
+
+def _name_or_field(names: dict[str, str], match: re.Match[str]) -> str:
+    """``{name}`` in a rule's message: the parameter's or fact's value, or the text as written."""
+    return names.get(match[1], match[0])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ def _params(doc: Document) -> tuple[ParamSpec, ...]:
             choices=_tuple(raw.get("choices")),
             pattern=raw.get("pattern"),
         )
-        default = check_value(spec, raw["default"], where=lambda m, n=name: doc.error(("parameters", n, "default"), m))
+        default = check_value(spec, raw["default"], where=functools.partial(doc.error, ("parameters", name, "default")))
         specs.append(ParamSpec(spec.name, spec.type, default, spec.description, spec.choices, spec.pattern))
     return tuple(specs)
 

@@ -6,15 +6,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..config.searchpath import suggest
-from ..config.yamlfile import Document
+from ..config.yamlfile import Document, KeyPath
 from ..errors import CompatError, ConfigError
+from ..oci import labels as keys
 from .compat import violations
 from .model import Copy, Env, Fact, Layer, ParamValue, ResolvedLayer, ResolvedRecipe, Run, StackDef, Step
 from .params import check_value, format_value, parse_cli, split_set
@@ -52,7 +53,7 @@ class _Values:
         self.origins: dict[str, dict[str, Path]] = {
             layer.name: {p.name: layer.doc.path.parent.parent for p in layer.params} for layer in layers}
 
-    def _spec(self, layer_name: str, param: str, fail) -> Any:  # type: ignore[no-untyped-def]
+    def _spec(self, layer_name: str, param: str, fail: Callable[[str, str | None], ConfigError]) -> Any:
         layer = self.layers.get(layer_name)
         if layer is None:
             raise fail(f"unknown layer '{layer_name}'", suggest(layer_name, self.layers))
@@ -68,14 +69,14 @@ class _Values:
             for param, raw in items:
                 keypath = ("parameters", layer_name, param)
 
-                def fail(msg: str, hint: str | None = None, keypath=keypath) -> ConfigError:
+                def fail(msg: str, hint: str | None = None, keypath: KeyPath = keypath) -> ConfigError:
                     return doc.error(keypath, msg, hint=hint)
 
                 if layer_name not in self.layers:
                     raise doc.error(("parameters", layer_name), f"stack {stack.name} sets parameters of "
                                     f"'{layer_name}', which is not one of its layers", hint=suggest(layer_name, self.layers))
                 spec = self._spec(layer_name, param, fail)
-                self.values[layer_name][param] = check_value(spec, raw, where=lambda m, f=fail: f(m))
+                self.values[layer_name][param] = check_value(spec, raw, where=fail)
                 self.origins[layer_name][param] = doc.path.parent.parent
 
     def from_cli(self, text: str, flag: str = "--set") -> None:
@@ -246,11 +247,11 @@ def resolve(catalog: Catalog, name: str, *, sets: Sequence[str] = (), ngc: str |
         "entrypoint": entrypoint, "cmd": cmd,
     })
     labels = [
-        ("io.ckit.stack", name),
-        ("io.ckit.parameters", json.dumps(parameters, sort_keys=True, separators=(",", ":"))),
-        ("io.ckit.version", __version__),
-        ("io.ckit.fingerprint", fingerprint),
-        ("org.opencontainers.image.base.name", image),
+        (keys.STACK, name),
+        (keys.PARAMETERS, json.dumps(parameters, sort_keys=True, separators=(",", ":"))),
+        (keys.VERSION, __version__),
+        (keys.FINGERPRINT, fingerprint),
+        (keys.BASE_NAME, image),
         *labels,
     ]
     return ResolvedRecipe(

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..config.yamlfile import KeyPath
 from ..errors import ConfigError
 from .model import Copy, Env, Layer, ParamValue, Run, Step, StepTemplate
 from .template import expand
@@ -42,7 +43,7 @@ def check_label(key: str, value: str, where: Callable[[str], ConfigError]) -> tu
 
 
 def _pairs(items: tuple[str, ...], what: str, where: Callable[[str], ConfigError]) -> list[tuple[str, str]]:
-    out = []
+    out: list[tuple[str, str]] = []
     for item in items:
         name, sep, value = item.partition("=")
         if not sep:
@@ -92,7 +93,7 @@ def _enabled(step: StepTemplate, values: Mapping[str, ParamValue], where: Callab
 def _copies(tpl: StepTemplate, values: Mapping[str, ParamValue], where: Callable[[str], ConfigError], *,
             origins: Mapping[str, Path], recipe_root: Path, first: int) -> list[Copy]:
     """The step's host files, numbered from ``first`` in the build context (``files/N-NAME``)."""
-    out = []
+    out: list[Copy] = []
     for src_t, dest_t in tpl.copy:
         src = expand(src_t, values, shell=False, where=where)
         dest = expand(dest_t, values, shell=False, where=where)
@@ -120,7 +121,7 @@ def compile_addon(
     steps: list[Step] = []
     labels: list[tuple[str, str]] = []
     for tpl in layer.steps:
-        def where(message: str, keypath=tpl.keypath) -> ConfigError:  # noqa: B023 - bound per step
+        def where(message: str, keypath: KeyPath = tpl.keypath) -> ConfigError:  # noqa: B023 - bound per step
             return doc.error(keypath, f"{layer.name}: {message}")
 
         if not _enabled(tpl, values, where):

@@ -22,14 +22,11 @@ from pathlib import Path
 from .. import __version__
 from ..config.jsondoc import parse as parse_json
 from ..errors import CkitError, ConfigError
+from ..image.sif import DATA_GENERIC_JSON, read_sif
+from ..oci.labels import CKIT_PREFIX, CREATED, OCI_PREFIX, PARAMETERS, SOURCE_DIGEST, STACK, VERSION
 from ..reproducible import source_date_epoch
 
-CREATED = "org.opencontainers.image.created"
-VERSION = "io.ckit.version"
-STACK = "io.ckit.stack"
-PARAMETERS = "io.ckit.parameters"
-SOURCE_DIGEST = "io.ckit.source.digest"
-_KEPT_PREFIXES = ("io.ckit.", "org.opencontainers.image.")
+_KEPT_PREFIXES = (CKIT_PREFIX, OCI_PREFIX)
 
 
 def rfc3339(epoch: int) -> str:
@@ -38,8 +35,6 @@ def rfc3339(epoch: int) -> str:
 
 def sif_metadata(path: Path) -> tuple[int | None, dict[str, str]]:
     """Creation time and ckit/OCI labels recorded in a SIF (none when it carries none)."""
-    from ..image.sif import DATA_GENERIC_JSON, read_sif
-
     try:
         sif = read_sif(path)
     except CkitError:

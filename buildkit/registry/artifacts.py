@@ -31,14 +31,15 @@ from pathlib import Path
 
 from ..errors import IntegrityError, RegistryError
 from ..fsutil import atomic_path
+from ..image.inspect import detect
 from ..oci.digest import of_bytes
+from ..oci.labels import TITLE
 from ..oci.layout import descriptor, json_object
 from . import known_digests
 from .client import OCI_MANIFEST, Progress, RegistryClient
 from .reference import Reference
 from .streams import READ_SIZE
 
-TITLE = "org.opencontainers.image.title"
 EMPTY_CONFIG = b"{}"
 
 
@@ -65,8 +66,6 @@ KINDS = (SIF, SQSH)
 
 def detect_kind(path: Path) -> ArtifactKind:
     """A SIF or an Enroot squashfs, by content (see :func:`buildkit.image.inspect.detect`)."""
-    from ..image.inspect import detect
-
     return SIF if detect(path) == "sif" else SQSH
 
 

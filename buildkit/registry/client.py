@@ -193,7 +193,8 @@ class RegistryClient:
     def _error(self, response: requests.Response, what: str) -> RegistryError:
         """The registry's error answer in one line (its body was read, size-capped, by the transport)."""
         status = response.status_code
-        detail = "; ".join(error_details(response.content if response._content_consumed else b""))  # noqa: SLF001
+        consumed = getattr(response, "_content_consumed", False)  # requests' own flag: the body was read
+        detail = "; ".join(error_details(response.content if consumed else b""))
         if status == 404:
             return RegistryError(f"{what}: not found on {self.host}" + (f" ({detail})" if detail else ""),
                                  hint="check the repository and tag")
@@ -299,7 +300,7 @@ class RegistryClient:
                 progress(size)
             return 0
         owned = isinstance(source, (str, Path))
-        stream: BinaryIO = open(source, "rb") if owned else source  # noqa: SIM115 - closed below
+        stream: BinaryIO = open(source, "rb") if isinstance(source, (str, Path)) else source  # noqa: SIM115 - closed below
         try:
             if size <= self.chunk_size or not stream.seekable():
                 sent = self._put_whole(repo, location, stream, digest, size, progress)
@@ -327,9 +328,9 @@ class RegistryClient:
 
     def _start_upload(self, repo: str, digest: str | None, mount_from: str | None) -> str | None:
         scopes = [scope_for(repo, "pull,push")]
-        params = None
+        params: dict[str, str] | None = None
         if mount_from and mount_from != repo:
-            params = {"mount": digest, "from": mount_from}
+            params = {"from": mount_from} if digest is None else {"mount": digest, "from": mount_from}
             scopes.append(scope_for(mount_from, "pull"))
         response = self.request("POST", f"/v2/{repo}/blobs/uploads/", scopes, ok=(201, 202), params=params,
                                 what=f"start upload to {self.host}/{repo}")

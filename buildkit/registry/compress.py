@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
+import types
 import zlib
 from collections import deque
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from typing import BinaryIO, Protocol
 
 from ..errors import IntegrityError
 
+_deflate: types.ModuleType
 try:  # ISA-L on x86_64/aarch64 (a dependency there); zlib elsewhere
     from isal import isal_zlib as _deflate
 
@@ -33,7 +35,7 @@ try:  # ISA-L on x86_64/aarch64 (a dependency there); zlib elsewhere
     # same speed (measured on Debian rootfs and /usr/lib trees: 133.3 vs 134.7 MB of 355 MB)
     METHOD, LEVEL, MEM_LEVEL = "gzip-isal3m3-b4m-v1", 3, 3
 except ImportError:  # pragma: no cover - exercised only where isal has no wheel
-    _deflate = zlib  # type: ignore[assignment]
+    _deflate = zlib
     METHOD, LEVEL, MEM_LEVEL = "gzip-zlib6-b4m-v1", 6, 8
 
 BLOCK = 4 << 20  # bytes per independently compressed piece

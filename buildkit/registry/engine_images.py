@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import docker.errors
+
+from ..daemon import connect
 from ..errors import ConfigError, RegistryError
+from ..oci.labels import FINGERPRINT
 from ..oci.sources import SourceSpec
 
 
@@ -10,9 +14,7 @@ def stack_image(fingerprint: str) -> str | None:
     """The engine's image built by ckit for a resolved stack (label ``io.ckit.fingerprint``); None if none.
 
     When several match (rebuilt under other tags), the newest is taken."""
-    from ..engine.docker import connect
-
-    images = connect().client.images.list(filters={"label": f"io.ckit.fingerprint={fingerprint}"})
+    images = connect().client.images.list(filters={"label": f"{FINGERPRINT}={fingerprint}"})
     if not images:
         return None
     return str(max(images, key=lambda image: str(image.attrs.get("Created", ""))).id)
@@ -20,10 +22,6 @@ def stack_image(fingerprint: str) -> str | None:
 
 def image_record(spec: SourceSpec) -> tuple[str, int | None]:
     """The engine's ID (``sha256:…``, the config digest) and size of a ``docker-daemon:`` image, without a save."""
-    import docker.errors
-
-    from ..engine.docker import connect
-
     try:
         image = connect().client.images.get(spec.ref or "")
     except docker.errors.ImageNotFound as err:

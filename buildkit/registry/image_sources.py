@@ -16,7 +16,9 @@ from typing import Any, Protocol
 
 from ..config import limits
 from ..errors import ConfigError, IntegrityError
-from ..oci.layout import Descriptor, descriptor, json_object
+from ..image.source import DockerArchive
+from ..oci.archive import OciArchive
+from ..oci.layout import Descriptor, OciLayout, descriptor, json_object
 from ..oci.sources import SourceSpec
 from .client import DOCKER_LIST, OCI_INDEX, OCI_MANIFEST, RegistryClient
 from .images import ImageInput, Pushed, compression_of, format_of, index_manifest, push_image
@@ -37,16 +39,11 @@ class Layout(Protocol):
 
 def open_layout(spec: SourceSpec) -> Layout:
     """The layout an ``oci:`` (folder) or ``oci-archive:`` (tar) SOURCE names."""
-    from ..oci.archive import OciArchive
-    from ..oci.layout import OciLayout
-
     path = spec.path or Path()
     return OciArchive(path, spec.text) if spec.form == "oci-archive" else OciLayout(path, spec.text)
 
 
 def from_docker_archive(path: Path, ref: str | None, what: str) -> ImageInput:
-    from ..image.source import DockerArchive
-
     archive = DockerArchive(path, ref, what)
     config = archive.identify().config or b""
     layers = []

@@ -147,7 +147,8 @@ def image_manifest(image: ImageInput, fmt: str, blobs: list[Blob], annotations: 
     if fmt == "docker":
         body: dict[str, Any] = {"schemaVersion": 2, "mediaType": DOCKER_MANIFEST, "config": config, "layers": layers}
     else:
-        old_config = source.get("config") if isinstance(source.get("config"), dict) else {}
+        given = source.get("config")
+        old_config = given if isinstance(given, dict) else {}
         body = {**{k: v for k, v in source.items() if k not in ("mediaType", "config", "layers")},
                 "schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": {**old_config, **config}, "layers": layers}
         if annotations:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, cast
 
 from ..errors import IntegrityError, Interrupted
 from ..oci.archive import RangeFile
@@ -91,7 +91,8 @@ class Uploader:
         def run() -> int:
             try:
                 with opener() as stream:  # type: ignore[attr-defined]
-                    return self.client.upload_blob(self.repo, _Stoppable(stream, self.stop), digest, size,
+                    stoppable = cast(BinaryIO, _Stoppable(stream, self.stop))  # read and seek: what an upload uses
+                    return self.client.upload_blob(self.repo, stoppable, digest, size,
                                                    progress=self._advance if report else None)
             finally:
                 if cleanup is not None:

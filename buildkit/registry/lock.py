@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import IntegrityError
 from .client import ManifestHead
 from .reference import Reference, parse
 
@@ -44,8 +45,6 @@ def resolve_base(base_image: str, head_of: Callable[[Reference], ManifestHead]) 
     ref = parse(base_image)
     head = head_of(ref)
     if ref.digest and head.digest != ref.digest:
-        from ..errors import IntegrityError
-
         raise IntegrityError(f"base image {base_image} resolves to {head.digest}")
     return ref, head
 

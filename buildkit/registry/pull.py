@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..image.convert import convert
 from ..progress import SILENT, Reporter
 from .artifacts import ArtifactKind, fetch_artifact_manifest, pull_artifact
 from .client import Progress, RegistryClient
 from .reference import Reference
+from .source import reader
 
 
 @dataclass(frozen=True)
@@ -74,12 +76,10 @@ def convert_image(planned: PullPlan, out_dir: Path, *, insecure: bool, ca_file: 
 
     The image is read by the digest the plan found, which is the result's ``digest`` (what was pulled; the file
     is made from it), next to ``source_digest``, the image's config digest."""
-    from ..image.convert import convert
-
     ref, to = planned.ref, planned.to or "sif"
     name = f"{ref.repository.rsplit('/', 1)[-1]}_{ref.tag or 'latest'}.{to}"
     out_dir.mkdir(parents=True, exist_ok=True)
-    result = convert(f"docker://{planned.pinned}", to, output=out_dir / name, insecure=insecure, ca_file=ca_file,
-                     progress=reporter)
+    result = convert(f"docker://{planned.pinned}", to, output=out_dir / name,
+                     registry=reader(insecure=insecure, ca_file=ca_file), progress=reporter)
     return {"path": str(result.path), "kind": to, "digest": planned.manifest_digest, "size": result.size,
             "reference": str(planned.pinned), "source_digest": result.source_digest, "annotations": {}}

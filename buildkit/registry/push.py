@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..image.source import DaemonSource
 from ..store import default_root
 from . import annotations as notes
 from .artifacts import push_artifact
@@ -142,8 +143,6 @@ def _read_and_push(client: RegistryClient, planned: PushPlan, ref: Reference, fm
     if spec.form in ("oci", "oci-archive"):
         return LayoutPush(client, ref.repository, open_layout(spec), fmt, uploader, annotate).run(spec.ref, reference)
     if spec.form == "docker-daemon":
-        from ..image.source import DaemonSource
-
         archive = DaemonSource(spec.text, spec.ref or "").spool(spool, progress=uploader.progress)
         image = from_docker_archive(archive.path, None, planned.source)
         if total:  # the save stream read so far, then the layers to compress

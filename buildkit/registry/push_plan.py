@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..oci.layout import json_object
 from ..oci.sources import SourceSpec, form_of, parse_spec, syntaxes
+from ..recipe.catalog import Catalog
 from .images import FORMATS, MANIFEST_TYPE, check_format, format_of
 from .reference import Reference
 
@@ -92,7 +94,6 @@ def _plan_image(spec: SourceSpec, source: str, ref: Reference, fmt: str | None, 
 
 
 def _plan_layout(spec: SourceSpec, source: str, ref: Reference, fmt: str | None, kind: str) -> PushPlan:
-    from ..oci.layout import json_object
     from .image_sources import layout_image, open_layout, select
 
     layout = open_layout(spec)
@@ -114,9 +115,7 @@ def _layer(layer: Any) -> dict[str, Any]:
     return {"what": layer.what, "size": layer.size, "compression": layer.compression, "action": action}
 
 
-def _catalog(recipes_dirs: tuple[Path, ...]):  # type: ignore[no-untyped-def]
-    from ..recipe.catalog import Catalog
-
+def _catalog(recipes_dirs: tuple[Path, ...]) -> Catalog:
     return Catalog.from_dirs(recipes_dirs)
 
 

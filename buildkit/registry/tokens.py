@@ -110,7 +110,7 @@ class Authenticator:
             with self._lock:
                 token = self._tokens.get(self._key(scopes))
                 self._fresh = token is None or token.expires_at <= self.clock()
-                if self._fresh:
+                if token is None or self._fresh:
                     token = self._fetch_token(scopes)
             return {"Authorization": f"Bearer {token.value}"}
         return {}

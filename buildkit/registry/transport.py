@@ -219,7 +219,7 @@ def _send(s: requests.Session, method: str, url: str, what: str, limit: int, str
         return response
     try:
         response._content = _read_all(response, limit, what)  # noqa: SLF001 - requests' own cache of the body
-        response._content_consumed = True  # noqa: SLF001
+        response._content_consumed = True  # type: ignore[attr-defined]  # noqa: SLF001
     except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as err:
         response.close()
         if dog.fired:

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from .. import __version__
-from ..recipe.model import ResolvedRecipe, Run
+from ..errors import BuildError
+from ..recipe.model import ResolvedRecipe, Run, Step
+
+T = TypeVar("T")
 
 INDENT = "    "
 
@@ -45,3 +50,13 @@ def runscript_lines(recipe: ResolvedRecipe) -> list[str]:
     entry = exec_words(recipe.entrypoint or ())
     lines.append(f'exec {entry} "$@"' if entry else 'exec "$@"')
     return lines
+
+
+def step_writer(writers: Mapping[type[Any], Callable[[Any], T]], step: Step, what: str) -> Callable[[Any], T]:
+    """The renderer's writer for this kind of step; a step kind it does not know is an error, never skipped
+    (a step left out of one format would build a different image from the other)."""
+    writer = writers.get(type(step))
+    if writer is None:
+        raise BuildError(f"the {what} renderer cannot write a {type(step).__name__} step",
+                         hint="each step kind needs a writer in every renderer (buildkit/render/)")
+    return writer

@@ -2,14 +2,37 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from ..recipe.model import Copy, Env, ResolvedRecipe, Run
-from .common import INDENT, env_assignment, header, run_env_prefix, runscript_lines
+from .common import INDENT, env_assignment, header, run_env_prefix, runscript_lines, step_writer
 
 DOCKER_ENV = ". /.singularity.d/env/10-docker*.sh"
 
 
 def _section(name: str, lines: list[str]) -> list[str]:
     return ["", f"%{name}", *(INDENT + line if line else "" for line in lines)]
+
+
+def _run(step: Run) -> list[str]:
+    lines = [f"# {step.comment}"] if step.comment else []
+    prefix = run_env_prefix(step)
+    if prefix:  # a subshell keeps these variables to this step, as RUN does
+        return [*lines, "(", INDENT + prefix, *(INDENT + c for c in step.commands), ")"]
+    return [*lines, *step.commands]
+
+
+def _env(step: Env) -> list[str]:
+    return [f"export {env_assignment(k, v)}" for k, v in step.vars]
+
+
+def _copied(step: Copy) -> list[str]:
+    return []  # in %files, which apptainer copies before %post runs
+
+
+# what each step kind adds to %post
+POST: dict[type[Any], Callable[[Any], list[str]]] = {Run: _run, Env: _env, Copy: _copied}
 
 
 def render(recipe: ResolvedRecipe, *, base_override: str | None = None) -> str:
@@ -22,16 +45,7 @@ def render(recipe: ResolvedRecipe, *, base_override: str | None = None) -> str:
         out += _section("environment", [f"export {env_assignment(k, v)}" for k, v in recipe.env])
     post = ["set -e", "# the base image's Docker environment, as at run time", DOCKER_ENV]
     for step in recipe.steps:
-        if isinstance(step, Run):
-            if step.comment:
-                post.append(f"# {step.comment}")
-            prefix = run_env_prefix(step)
-            if prefix:  # a subshell keeps these variables to this step, as RUN does
-                post += ["(", INDENT + prefix, *(INDENT + c for c in step.commands), ")"]
-            else:
-                post += list(step.commands)
-        elif isinstance(step, Env):
-            post += [f"export {env_assignment(k, v)}" for k, v in step.vars]
+        post += step_writer(POST, step, "Singularity .def")(step)
     out += _section("post", post)
     runscript = runscript_lines(recipe)
     if runscript:

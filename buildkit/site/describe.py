@@ -73,7 +73,7 @@ def site_text(site: Site) -> str:
     for name, value in site.env:
         out.append(_line(site, f"env.{name}", "env", f"{name}={value}"))
     policy = site.policy
-    rules = [("policy.require_account", "requires --account", policy.require_account),
+    rules: list[tuple[str, str, object]] = [("policy.require_account", "requires --account", policy.require_account),
              ("policy.require_comment", "requires --comment", policy.require_comment),
              ("policy.comment_choices", "--comment one of", " ".join(policy.comment_choices)),
              ("policy.forbid_options", "forbidden options", " ".join("--" + o for o in policy.forbid_options)),
@@ -81,9 +81,9 @@ def site_text(site: Site) -> str:
              ("policy.mem_per_gpu_gb", "GB memory per GPU", policy.mem_per_gpu_gb),
              ("policy.min_gpus_per_job", "GPUs per job (min)", policy.min_gpus_per_job),
              ("policy.submit_from", "submit from", policy.submit_from)]
-    for key, label, value in rules:
-        if value:
-            out.append(_line(site, key, f"rule: {label}", "yes" if value is True else value))
+    for key, label, rule in rules:
+        if rule:
+            out.append(_line(site, key, f"rule: {label}", "yes" if rule is True else rule))
     if site.platform:
         plat = site.platform
         for key, label, value in [("hostfile", "hostfile", plat.hostfile), ("ssh_port_var", "SSH port variable",

@@ -40,8 +40,8 @@ def run() -> list[BenchResult]:
         out = str(Path(tmp) / "out")
         cold, first = _ckit("build", "demo", "--to", "image,sif,sqsh", "-o", out, env=env)
 
-        from buildkit import build as builder
-        from buildkit.engine.docker import connect
+        from buildkit.daemon import connect
+        from buildkit.orchestration import build as builder
 
         pings = []
         for _ in range(TRIALS):

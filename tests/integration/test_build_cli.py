@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import docker
 import pytest
 
-from buildkit import build as builder
-from buildkit import process
+from buildkit import __version__, process
 from buildkit.cli import main
 from buildkit.engine.base import BuildListener, BuildRequest, BuiltImage
 from buildkit.engine.docker import DockerEngine
+from buildkit.orchestration import build as builder
 from tests.infra.containers import run_container
 
 
@@ -103,20 +102,17 @@ def test_second_build_is_a_cache_hit_without_build_work(podman: Any, debian_imag
     first = builder.prepare("demo", tag=tag)
     engine = CountingDockerEngine()
     builder.execute(first.plan, engine, first.context, lambda event: None)
-    started = time.monotonic()
     again = builder.prepare("demo", tag=tag)
     result = builder.execute(again.plan, engine, again.context, lambda event: None)
-    seconds = time.monotonic() - started
     assert again.plan.cached is True and result.artifacts[0].cache_hit is True
     assert engine.builds <= 1  # the first run may itself reuse an image left by an earlier session
     builds_before = engine.builds
     builder.execute(again.plan, engine, again.context, lambda event: None)
     assert engine.builds == builds_before
-    assert seconds < 2.0, f"a cache hit took {seconds:.2f} s"
     labels = docker.from_env().images.get(tag).labels
     assert labels["io.ckit.build.key"] == again.plan.build_key
     assert labels["io.ckit.stack"] == "demo" and labels["io.ckit.fingerprint"] == again.plan.fingerprint
-    assert labels["io.ckit.version"] == "0.1.0" and json.loads(labels["io.ckit.parameters"])["debian"] == {
+    assert labels["io.ckit.version"] == __version__ and json.loads(labels["io.ckit.parameters"])["debian"] == {
         "registry": "localhost", "release": "bookworm"}
 
     code, out, err = ckit(capsys, "build", "demo", "--tag", tag, "--json")

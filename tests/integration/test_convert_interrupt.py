@@ -34,7 +34,9 @@ def ckit_argv(source: str, out: Path, target: str = "sqsh") -> list[str]:
 
 
 def test_sigkill_leaves_no_partial_file_and_the_next_run_succeeds(debian_archive: Path, tmp_path: Path) -> None:
-    rng = random.Random(int.from_bytes(os.urandom(4), "little"))
+    seed = int(os.environ.get("CKIT_TEST_SEED") or int.from_bytes(os.urandom(4), "little"))
+    print(f"SIGKILL trials: seed {seed} (CKIT_TEST_SEED={seed} repeats the kill moments)")
+    rng = random.Random(seed)
     env = {**os.environ, "CKIT_CACHE_DIR": str(tmp_path / "cache")}
     source = f"docker-archive:{debian_archive}"
     # kill inside the window a whole conversion takes on this machine (measured, not guessed)
@@ -61,12 +63,12 @@ def test_sigkill_leaves_no_partial_file_and_the_next_run_succeeds(debian_archive
         for artifact in Store(tmp_path / "cache").entries():
             verifier(artifact.meta["target"])(artifact.path)
         done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)  # noqa: S603
-        assert done.returncode == 0, done.stderr
+        assert done.returncode == 0, f"seed {seed}, trial {trial}: {done.stderr}"
         verifier(target)(out)
         # the next producer of the key removed what the killed one left (temp files, scratch space)
         assert not [p for p in (tmp_path / "cache" / "artifacts").iterdir() if p.name.endswith(".tmp")]
         assert not list((tmp_path / "cache" / "work").iterdir())
-    assert killed >= TRIALS // 2, "the conversions finished before the kills: shorten the window"
+    assert killed >= TRIALS // 2, f"seed {seed}: the conversions finished before the kills: shorten the window"
 
 
 def test_two_concurrent_converts_do_the_work_once(debian_archive: Path, tmp_path: Path) -> None:

@@ -33,3 +33,10 @@ def test_fresh_venv_install(tmp_path: Path) -> None:
     usage = subprocess.run([str(venv / "bin" / "ckit-pyxis-importer")], capture_output=True, text=True, cwd=tmp_path,
                            check=False)
     assert usage.returncode == 2 and "usage: ckit-pyxis-importer get IMAGE_URI" in usage.stderr
+    # one version: the package's metadata is made from buildkit.__version__, and --version says the same
+    from buildkit import __version__
+
+    meta = subprocess.run([str(venv / "bin" / "python"), "-c", "import importlib.metadata as m; print(m.version('ckit'))"],
+                          check=True, capture_output=True, text=True, cwd=tmp_path).stdout.strip()
+    shown = subprocess.run([ckit, "--version"], check=True, capture_output=True, text=True, cwd=tmp_path).stdout.strip()
+    assert meta == __version__ and shown == f"ckit {__version__}"

@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+from buildkit import __version__
 from buildkit.registry.artifacts import SIF, SQSH
 from buildkit.registry.client import RegistryClient
 from buildkit.registry.reference import parse
@@ -26,7 +27,7 @@ def test_sif_push_pull_round_trip_with_media_types_and_annotations(registry, tmp
         "io.ckit.parameters": '{"torch":{"version":"2.3"}}',
         "io.ckit.source.digest": "sha256:" + "a" * 64,
         "io.ckit.stack": "pytorch-demo",
-        "io.ckit.version": "0.1.0",
+        "io.ckit.version": __version__,
         "org.opencontainers.image.created": "2023-11-14T22:13:20Z",
     }
     target = parse(ref)

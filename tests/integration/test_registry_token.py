@@ -153,6 +153,7 @@ def test_concurrent_layer_downloads_share_one_token(token_setup, tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Converting a 6-layer image from the token registry: layers download in parallel on one cached token."""
     from buildkit.image.convert import convert
+    from buildkit.registry.source import reader
     from buildkit.store import Store
 
     server, registry = token_setup
@@ -166,7 +167,7 @@ def test_concurrent_layer_downloads_share_one_token(token_setup, tmp_path: Path,
                                                                         "CKIT_REGISTRY_PASSWORD": PASSWORD})
     assert pushed.returncode == 0, pushed.stderr
     before = len(server.issued)
-    result = convert(f"docker://{ref}", "sqsh", store=Store(tmp_path / "store"))
+    result = convert(f"docker://{ref}", "sqsh", store=Store(tmp_path / "store"), registry=reader())
     assert len(server.issued) == before + 1  # the pull token, fetched once for the manifest and every layer
     listing = subprocess.run(["unsquashfs", "-l", str(result.path)], capture_output=True, text=True,  # noqa: S603, S607
                              check=True).stdout

@@ -126,18 +126,6 @@ def test_entries_cover_the_documented_tree() -> None:
     assert all(b"Copyright" not in e.data and b"License" not in e.data for e in got)
 
 
-def test_inspect_metadata_json_shape() -> None:
-    cfg = RUNSCRIPT_CASES["cmd-only"]
-    labels = A.labels_json(cfg, deffile=DEFFILE, source_date_epoch=0)
-    doc = A.inspect_metadata_json(cfg, deffile=DEFFILE, labels=labels)
-    parsed = json.loads(doc)
-    assert list(parsed) == ["data", "type"] and parsed["type"] == "container"
-    attrs = parsed["data"]["attributes"]
-    assert list(attrs) == ["environment", "labels", "runscript", "deffile", "startscript"]
-    assert attrs["runscript"] == A.runscript(cfg).strip() and attrs["deffile"] == DEFFILE.strip()
-    assert b"\\u0026\\u0026" in doc  # Go escapes && in the runscript
-
-
 @pytest.mark.parametrize(("template", "data", "out"), [
     ("a {{ .X }} b", {"X": "1"}, "a 1 b"),
     ("a\n  {{- if .X }}\n  yes\n  {{- else if .Y }}\n  y\n  {{- else }}\n  no\n  {{- end }}\nz", {"X": "", "Y": "1"},

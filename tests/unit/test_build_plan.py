@@ -10,14 +10,15 @@ from typing import Any
 
 import pytest
 
-from buildkit.build import check_lock as check_lock_fingerprint
-from buildkit.build import (
+from buildkit import __version__
+from buildkit.errors import ConfigError
+from buildkit.orchestration.build import check_lock as check_lock_fingerprint
+from buildkit.orchestration.build import (
     engine_labels,
     parse_targets,
     plan_build,
     read_lock,
 )
-from buildkit.errors import ConfigError
 from buildkit.recipe.catalog import Catalog
 from buildkit.render.context import build_context, context_tar
 
@@ -73,7 +74,7 @@ def test_docker_plan(demo: Any, golden: Any) -> None:
     assert plan.cached is None
     request = plan.request(context)
     assert (request.key, request.tag, request.context) == (plan.build_key, plan.tag, context)
-    json.dumps(plan.to_dict())
+    json.dumps(plan.as_json())
     golden("build/demo-plan.txt", plan.describe().replace(demo.fingerprint, "<fingerprint>")
            .replace(fp12, "<fp12>").replace(plan.build_key, "<build key>"))
 
@@ -112,7 +113,7 @@ def test_locked_plan_builds_from_the_digest_and_labels_it(demo: Any) -> None:
 def test_engine_labels_fill_in_what_the_recipe_lacks(demo: Any) -> None:
     bare = replace(demo, labels=(("org.opencontainers.image.title", "x"),))
     labels = dict(engine_labels(bare, None))
-    assert labels == {"io.ckit.stack": "demo", "io.ckit.version": "0.1.0", "io.ckit.fingerprint": demo.fingerprint,
+    assert labels == {"io.ckit.stack": "demo", "io.ckit.version": __version__, "io.ckit.fingerprint": demo.fingerprint,
                       "io.ckit.parameters": json.dumps(demo.parameters, sort_keys=True, separators=(",", ":"))}
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from buildkit.daemon import fallback_sockets, server_name
 from buildkit.engine.apptainer import build_argv, failing_section
 from buildkit.engine.base import (
     BuildEvent,
@@ -14,7 +15,7 @@ from buildkit.engine.base import (
     engine_names,
     get_engine,
 )
-from buildkit.engine.docker import STEP_RE, fallback_sockets, follow_build_stream, server_name
+from buildkit.engine.docker import STEP_RE, follow_build_stream
 from buildkit.errors import ConfigError
 from buildkit.render.context import ContextFile
 

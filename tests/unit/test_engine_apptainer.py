@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from buildkit.build import execute, plan_build
 from buildkit.engine.apptainer import ApptainerEngine, store_key
 from buildkit.engine.base import BuildRequest
+from buildkit.orchestration.build import execute, plan_build
 from buildkit.recipe.catalog import Catalog
 from buildkit.render.context import build_context
 from buildkit.store import Store

@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 
 from buildkit.cli import main
-from buildkit.cliapp import app
-from buildkit.cliflags import hoist_global_flags
-from buildkit.cliprogress import count_text, time_text
+from buildkit.commands.app import app
+from buildkit.commands.flags import hoist_global_flags
+from buildkit.commands.progress_bars import count_text, time_text
 from buildkit.errors import CompatError, ConfigError
 from buildkit.image import enroot_rootfs as E
 from buildkit.image.convert import provenance
@@ -23,6 +23,7 @@ from buildkit.image.source import parse_source
 from buildkit.image.squashfs import choose, parse_compression
 from buildkit.recipe.catalog import Catalog
 from buildkit.recipe.model import Copy, Run
+from buildkit.registry.source import open_source
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -235,8 +236,8 @@ def test_rc_names_no_host_path(tmp_path: Path) -> None:
     assert provenance(parse_source(f"docker-archive:{archive}")) == ""
     assert provenance(parse_source(f"oci:{tmp_path}/layout:1")) == ""
     assert provenance(parse_source("docker-daemon:localhost/app:1")) == "dockerd://localhost/app:1"
-    assert provenance(parse_source("docker://127.0.0.1:5000/team/app:1")) == "docker://127.0.0.1:5000#team/app:1"
-    assert provenance(parse_source("docker://ubuntu:24.04")) == "docker://registry-1.docker.io#library/ubuntu:24.04"
+    assert provenance(open_source("docker://127.0.0.1:5000/team/app:1")) == "docker://127.0.0.1:5000#team/app:1"
+    assert provenance(open_source("docker://ubuntu:24.04")) == "docker://registry-1.docker.io#library/ubuntu:24.04"
     rc = E.rc_text(ImageConfig(cmd=("/bin/sh",)), provenance="")
     assert rc.startswith('mkdir -p "/" 2> /dev/null\n')  # enroot writes the empty line only after comments
     labelled = E.rc_text(ImageConfig(cmd=("/bin/sh",), labels=(("a", "1"),)), provenance="")

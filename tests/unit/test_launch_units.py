@@ -182,7 +182,7 @@ def test_nccl_report_one_and_two_nodes():
     assert (one.avg_busbw, one.ranks, len(one.hosts)) == (232.915, 8, 1)
     assert (two.avg_busbw, two.ranks, len(two.hosts)) == (164.643, 16, 2)
     assert two.rows[0].size_bytes == 10737418240 and two.peak_busbw == 165.21
-    assert json.loads(json.dumps(two.to_dict()))["devices"] == ["NVIDIA A100-SXM4-40GB"]
+    assert json.loads(json.dumps(two.as_json()))["devices"] == ["NVIDIA A100-SXM4-40GB"]
     assert re.search(r"average bus bandwidth: 164\.643 GB/s", two.text())
 
 

@@ -13,10 +13,12 @@ import pytest
 from buildkit.errors import ConfigError, IntegrityError
 from buildkit.image import SOURCE_FORMS
 from buildkit.image.oci_archive_source import OciArchiveSource
+from buildkit.image.registry_source import RegistrySource
 from buildkit.image.source import READERS, DockerArchiveSource, OciLayoutSource, parse_source
 from buildkit.oci.archive import OciArchive, RangeFile
 from buildkit.oci.sources import FORMS, form_of, parse_spec
 from buildkit.registry.push_plan import PUSHED_FORMS
+from buildkit.registry.source import open_source
 
 
 @pytest.mark.parametrize(("text", "form", "path", "ref"), [
@@ -52,7 +54,10 @@ def test_bad_sources_are_bad_input_naming_the_forms() -> None:
 
 
 def test_every_form_has_a_reader_and_a_pusher_by_name() -> None:
-    assert set(READERS) == set(FORMS)
+    assert set(READERS) == set(FORMS) - {"docker"}  # docker:// is read by the registry package's reader
+    assert isinstance(open_source("docker://localhost:5000/app:1"), RegistrySource)
+    with pytest.raises(ConfigError, match="this command reads no registry"):
+        parse_source("docker://localhost:5000/app:1")  # the image layer has no registry client of its own
     assert set(PUSHED_FORMS) == set(FORMS) - {"docker"}  # a registry-to-registry copy is skopeo's job
     assert tuple(f.syntax for f in FORMS.values()) == SOURCE_FORMS
     assert "oci-archive:PATH[:TAG]" in SOURCE_FORMS

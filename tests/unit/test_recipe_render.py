@@ -170,3 +170,21 @@ def test_readme_recipe_reference_matches_the_schema() -> None:
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     block = readme.split("<!-- recipe-reference:start -->\n", 1)[1].split("<!-- recipe-reference:end -->", 1)[0]
     assert block == reference_markdown()
+
+
+@pytest.mark.parametrize(("renderer", "what"), [(dockerfile, "Dockerfile"), (singularity, "Singularity .def")])
+def test_a_step_kind_a_renderer_does_not_know_fails_instead_of_vanishing(renderer, what: str) -> None:
+    """A step the renderer has no writer for was silently left out (an image without it); now it is an error."""
+    from dataclasses import dataclass, replace
+
+    from buildkit.errors import BuildError
+
+    @dataclass(frozen=True)
+    class Mount:  # a step kind added to the model but not to this renderer
+        target: str
+
+    recipe = CATALOG.resolve(STACKS[0])
+    broken = replace(recipe, steps=(*recipe.steps, Mount("/data")))
+    with pytest.raises(BuildError, match=f"the {re.escape(what)} renderer cannot write a Mount step") as err:
+        renderer.render(broken)
+    assert "buildkit/render/" in (err.value.hint or "")

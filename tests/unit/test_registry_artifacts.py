@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from buildkit import __version__
 from buildkit.errors import ConfigError, IntegrityError
 from buildkit.oci.digest import VerifyingReader
 from buildkit.registry import annotations as notes
@@ -100,7 +101,7 @@ def test_annotations_honour_source_date_epoch_and_options(tmp_path: Path, monkey
         "io.ckit.parameters": '{"a":{},"b":{"x":"1"}}',
         "io.ckit.source.digest": "sha256:" + "f" * 64,
         "io.ckit.stack": "demo",
-        "io.ckit.version": "0.1.0",
+        "io.ckit.version": __version__,
         "org.example": "1",
         "org.opencontainers.image.created": "2023-11-14T22:13:20Z",
     }

@@ -192,14 +192,13 @@ def test_apptainer_sif_layout_and_determinism(tmp_path: Path) -> None:
     assert outs[0].stat().st_mode & 0o111
 
 
-def test_apptainer_sif_with_inspect_metadata_sorts_json_by_name(tmp_path: Path) -> None:
+def test_apptainer_sif_objects_in_apptainers_order(tmp_path: Path) -> None:
     squash = tmp_path / "root.sqsh"
     squash.write_bytes(b"hsqs")
     out = tmp_path / "a.sif"
-    S.write_apptainer_sif(out, deffile=b"d", oci_config=b"{}", squashfs=squash, arch="ppc64le",
-                          inspect_metadata=b'{"type":"container"}')
+    S.write_apptainer_sif(out, deffile=b"d", oci_config=b"{}", squashfs=squash, arch="ppc64le")
     sif = S.read_sif(out)
-    assert [d.name for d in sif.descriptors] == ["", "inspect-metadata.json", "oci-config.json", ""]
+    assert [d.name for d in sif.descriptors] == ["", "oci-config.json", ""]
     assert sif.created != S.GO_ZERO_TIME or not any(sif.id)
 
 

@@ -8,6 +8,8 @@ in the container like the submit folder) as plain files a person can read and re
 
 from __future__ import annotations
 
+from typing import Any
+
 from .. import steps
 from ..plan import LaunchPlan
 from . import JOB_PORT, NODE_LIST, FrameworkBackend, Glue
@@ -124,7 +126,7 @@ class MindSpore(FrameworkBackend):
         per_node = ["--ntasks-per-node=1"]
         words = steps.user_words(plan)
         if plan.launcher == "msrun":
-            setup = (NODE_LIST, *RUN_DIR, 'export MASTER_ADDR="${ckit_nodes[0]}"', f"export MASTER_PORT={JOB_PORT}")
+            setup: tuple[str, ...] = (NODE_LIST, *RUN_DIR, 'export MASTER_ADDR="${ckit_nodes[0]}"', f"export MASTER_PORT={JOB_PORT}")
             names = (*exports, "CKIT_RUN_DIR", "MASTER_ADDR", "MASTER_PORT")
             script = (f'exec msrun --worker_num="$((SLURM_JOB_NUM_NODES * {devs}))" --local_worker_num={devs} '
                       '--master_addr="${MASTER_ADDR}" --master_port="${MASTER_PORT}" --node_rank="${SLURM_NODEID}" '
@@ -149,7 +151,7 @@ class MindSpore(FrameworkBackend):
 BACKENDS = (MindSpore(),)
 
 
-def rank_table_problems(table: dict, *, servers: int, devices: int) -> list[str]:  # type: ignore[type-arg]
+def rank_table_problems(table: dict[str, Any], *, servers: int, devices: int) -> list[str]:
     """What is wrong with a v1.0 rank table (server_list form) for ``servers`` × ``devices`` (empty when valid)."""
     problems = []
     if table.get("version") != "1.0" or table.get("status") != "completed":
@@ -173,7 +175,7 @@ def rank_table_problems(table: dict, *, servers: int, devices: int) -> list[str]
     return problems
 
 
-def legacy_rank_table_problems(table: dict, *, servers: int, devices: int) -> list[str]:  # type: ignore[type-arg]
+def legacy_rank_table_problems(table: dict[str, Any], *, servers: int, devices: int) -> list[str]:
     """What is wrong with a legacy (MindSpore 0.x, seed 003) rank table (empty when valid)."""
     problems = []
     fixed = {"board_id": "0x0020", "chip_info": "910", "deploy_mode": "lab", "group_count": "1",

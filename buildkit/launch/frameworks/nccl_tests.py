@@ -37,7 +37,7 @@ class NcclTests(FrameworkBackend):
             runs = parse_runs(log.read_text(encoding="utf-8", errors="replace"), str(log))
         except (OSError, ConfigError) as err:
             return {"nccl_error": str(err)}
-        return {"nccl": [r.to_dict() for r in runs]}
+        return {"nccl": [r.as_json() for r in runs]}
 
 
 BACKENDS = (NcclTests(),)

@@ -31,7 +31,7 @@ class Execution:
 
 @dataclass
 class LaunchResult:
-    """What ``ckit launch`` did: ``--json`` prints :meth:`to_dict`."""
+    """What ``ckit launch`` did: ``--json`` prints :meth:`as_json`."""
 
     site: str
     scheduler: str
@@ -44,7 +44,7 @@ class LaunchResult:
     output: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"site": self.site, "scheduler": self.scheduler, "warnings": list(self.warnings),
                                 "script": self.script, "job_id": self.job_id, "text": self.text}
         if self.exit_code is not None:

@@ -38,7 +38,7 @@ class DlwsJob:
             out += ["", f"--- file {path} (put it there before submitting) ---", content.rstrip("\n")]
         return "\n".join(out) + "\n"
 
-    def to_dict(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, Any]:
         return {"form": dict(self.form), "command": self.command, "files": dict(self.files)}
 
 
@@ -121,7 +121,7 @@ class Dlws(SchedulerBackend):
     def execute(self, plan: LaunchPlan, job: DlwsJob, how: Execution) -> LaunchResult:
         from ..submit import write_script
 
-        result = LaunchResult(plan.site.name, self.name, job.text(), plan.warnings, extra=job.to_dict())
+        result = LaunchResult(plan.site.name, self.name, job.text(), plan.warnings, extra=job.as_json())
         if how.dry_run:
             return result
         folder = how.script or how.cwd / f"{plan.name}-{plan.site.name}"

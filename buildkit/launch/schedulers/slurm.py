@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from ...errors import ConfigError
+from ...process import which
 from .. import runtimes, steps
 from ..frameworks import glue_for
 from ..plan import LaunchPlan
@@ -148,7 +149,6 @@ class Slurm(SchedulerBackend):
         return render_sbatch(plan)
 
     def execute(self, plan: LaunchPlan, job: str, how: Execution) -> LaunchResult:
-        from ...process import which
         from ..rules import submit_from_violation
         from ..submit import submit, write_script
 

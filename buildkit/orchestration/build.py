@@ -14,28 +14,43 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import __version__
-from .config import jsondoc, limits
-from .engine.base import BuildEvent, BuildListener, BuildRequest, BuiltImage, Engine, context_digest
-from .errors import ConfigError
-from .fsutil import check_output, read_capped
-from .progress import SILENT, Meter, Reporter
-from .render.context import ContextFile
+from .. import __version__
+from ..config import jsondoc, limits
+from ..engine.base import (
+    AUTO_ORDER,
+    BuildEvent,
+    BuildListener,
+    BuildRequest,
+    BuiltImage,
+    Engine,
+    Selection,
+    context_digest,
+    get_engine,
+    select_engine,
+)
+from ..errors import ConfigError
+from ..fsutil import check_output, read_capped
+from ..image.convert import TARGETS as CONVERTED
+from ..image.convert import convert_many
+from ..image.source import DaemonSource
+from ..oci import labels as keys
+from ..progress import SILENT, Meter, Reporter
+from ..recipe.catalog import Catalog
+from ..registry.reference import parse
+from ..render.context import ContextFile, build_context
+from ..store import export
 
 if TYPE_CHECKING:
-    from .site.model import Site
+    from ..site.model import Site
 
-TARGETS = ("image", "sif", "sqsh")
+TARGETS = ("image", *CONVERTED)  # the engine's image, then what conversion makes of it
 # What each engine's product can become: the docker engine makes an OCI image that converts to anything;
 # the apptainer engine writes a .sif directly and nothing else.
 TARGETS_BY_PRODUCT = {"image": TARGETS, "sif": ("sif",)}
 DEFAULT_TARGET = {"image": "image", "sif": "sif"}
 
-LABEL_STACK = "io.ckit.stack"
-LABEL_PARAMETERS = "io.ckit.parameters"
-LABEL_VERSION = "io.ckit.version"
-LABEL_FINGERPRINT = "io.ckit.fingerprint"
-LABEL_BASE_DIGEST = "org.opencontainers.image.base.digest"
+LABEL_STACK, LABEL_PARAMETERS, LABEL_VERSION = keys.STACK, keys.PARAMETERS, keys.VERSION
+LABEL_FINGERPRINT, LABEL_BASE_DIGEST = keys.FINGERPRINT, keys.BASE_DIGEST
 
 
 def parse_targets(text: str | None, product: str) -> tuple[str, ...]:
@@ -91,7 +106,7 @@ class BuildPlan:
     def product_name(self) -> str:
         return self.tag if self.product == "image" else f".sif in the artifact store (key {self.build_key[:12]})"
 
-    def to_dict(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, Any]:
         return {
             "stack": self.stack, "fingerprint": self.fingerprint, "engine": self.engine,
             "engine_reason": self.engine_reason, "tag": self.tag, "build_key": self.build_key,
@@ -183,7 +198,7 @@ class ArtifactResult:
     cache_hit: bool
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, Any]:
         key = "ref" if self.kind == "image" else "path"
         return {"kind": self.kind, key: self.location, "digest": self.digest, "size": self.size,
                 "seconds": round(self.seconds, 3), "cache_hit": self.cache_hit, **self.extra}
@@ -195,10 +210,10 @@ class BuildResult:
     artifacts: tuple[ArtifactResult, ...]
     seconds: float
 
-    def to_dict(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, Any]:
         return {"stack": self.plan.stack, "engine": self.plan.engine, "tag": self.plan.tag,
                 "fingerprint": self.plan.fingerprint, "build_key": self.plan.build_key,
-                "artifacts": [a.to_dict() for a in self.artifacts], "seconds": round(self.seconds, 3)}
+                "artifacts": [a.as_json() for a in self.artifacts], "seconds": round(self.seconds, 3)}
 
 
 def execute(
@@ -240,9 +255,6 @@ def execute(
             output.path.parent.mkdir(parents=True, exist_ok=True)
             conversions.append((output.kind, output.path))
     if conversions:
-        from .image.convert import convert_many
-        from .image.source import DaemonSource
-
         on_phase(f"converting {plan.tag} to " + ", ".join(f".{kind} -> {path}" for kind, path in conversions))
         # all targets at once: the engine's layers are read, verified and indexed once for every format
         for converted in convert_many(DaemonSource(f"docker-daemon:{plan.tag}", plan.tag), conversions,
@@ -269,8 +281,6 @@ def _metered(stack: str, listener: BuildListener, meter: Meter) -> BuildListener
 
 def place_file(source: Path, output: Output, *, seconds: float, cache_hit: bool) -> ArtifactResult:
     """Put a built file from the store at the output path atomically (hard link when possible, else a copy)."""
-    from .store import export
-
     export(source, output.path)
     return ArtifactResult(output.kind, str(output.path), None, output.path.stat().st_size, seconds, cache_hit)
 
@@ -298,9 +308,6 @@ def prepare(
 ) -> Prepared:
     """Resolve the stack (pinned by ``lock_file`` when given; user folders ``recipes_dirs`` over the
     built-ins), pick the engine, render the context, plan, and ask the engine for a cached result."""
-    from .recipe.catalog import Catalog
-    from .render.context import build_context
-
     lock = read_lock(lock_file, stack) if lock_file is not None else None
     if lock is not None:
         sets, ngc = sets or lock["sets"], ngc or lock["ngc"]
@@ -326,8 +333,6 @@ def _select(engine_name: str, to: str | None, dry_run: bool) -> tuple[Any, bool]
     """The engine selection, and whether it can build here. A dry run only prints the plan, so it needs no
     engine: it plans for the one named (or, for auto, the first that can make the targets) and says it is
     not available."""
-    from .engine.base import AUTO_ORDER, Selection, get_engine, select_engine
-
     wanted = None if to is None else {t.strip() for t in to.split(",")}
     products = ("image",) if wanted and wanted & {"image", "sqsh"} else ("image", "sif")
     try:
@@ -343,8 +348,6 @@ def _select(engine_name: str, to: str | None, dry_run: bool) -> tuple[Any, bool]
 
 
 def check_tag(tag: str) -> None:
-    from .registry.reference import parse
-
     ref = parse(tag)
     if ref.digest:
         raise ConfigError(f"--tag {tag}: a build tag cannot carry a digest", hint="write REPO:TAG")
@@ -366,7 +369,7 @@ def read_lock(path: Path, stack: str) -> dict[str, Any]:
     base = data.get("base") if isinstance(data, dict) else None
     missing = [k for k in LOCK_KEYS if not isinstance(data, dict) or k not in data]
     missing += [] if isinstance(base, dict) and "pinned" in base else ["base.pinned"]
-    if missing:
+    if missing or not isinstance(data, dict) or not isinstance(base, dict):  # (dicts when nothing is missing)
         raise ConfigError(f"--locked: {where} lacks {', '.join(missing)}", hint=f"run `ckit lock {stack}` again")
     version, locked_stack, pinned = data["lockVersion"], data["stack"], base["pinned"]
     if version != 1:

@@ -17,7 +17,7 @@ from rich.filesize import decimal
 from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, Task, TaskID, TextColumn
 from rich.text import Text
 
-from .progress import Meter, Unit
+from ..progress import Meter, Unit
 
 
 def clock(seconds: float | None) -> str:

@@ -1,6 +1,6 @@
 """The Typer application, its global options and the shared output conventions.
 
-Command modules in :mod:`buildkit.commands` register on :data:`app`. Output rules (docs/CLI.md):
+Command modules in :mod:`buildkit.commands` register on :data:`app`. Output rules (the README, "Commands"):
 ``--json`` prints one JSON document on stdout and nothing else there; messages and progress go to stderr.
 Settings and progress go down to the layers below as arguments (``SETTINGS.recipes_dirs``, a
 :class:`~buildkit.progress.Reporter` from :func:`progress`): nothing below the CLI imports this module.
@@ -21,11 +21,11 @@ import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
-from . import __version__
-from .cliflags import hoist_global_flags
+from .. import __version__
+from .flags import hoist_global_flags
 
 if TYPE_CHECKING:
-    from .cliprogress import RichReporter
+    from .progress_bars import RichReporter
 
 
 class _Group(TyperGroup):
@@ -100,7 +100,7 @@ DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the plan; chan
 
 def _complete_stack(incomplete: str) -> list[str]:
     """Stack names for shell completion (the built-ins and CKIT_RECIPES_PATH; --recipes is not parsed yet)."""
-    from .recipe.catalog import Catalog
+    from ..recipe.catalog import Catalog
 
     try:
         return [name for name in Catalog.from_dirs().stack_names() if name.startswith(incomplete)]
@@ -114,7 +114,7 @@ StackArg = Annotated[str, typer.Argument(metavar="STACK", help="Stack name (see 
 
 def complete_site(incomplete: str) -> list[str]:
     """Site names for shell completion (the built-ins and CKIT_SITES_PATH)."""
-    from .site.load import list_sites
+    from ..site.load import list_sites
 
     try:
         return [site.name for site in list_sites() if site.name.startswith(incomplete)]
@@ -140,7 +140,7 @@ def emit_json(data: Any) -> None:
 def progress() -> Iterator[RichReporter]:
     """One progress display on stderr for the whole command (hidden with --quiet or when stderr is not a
     terminal): bars with rate and ETA where the total is known, a spinner where it is not."""
-    from .cliprogress import live_reporter
+    from .progress_bars import live_reporter
 
     with live_reporter(stderr, enabled=not SETTINGS.quiet and stderr.is_terminal) as reporter:
         yield reporter
