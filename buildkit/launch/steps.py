@@ -31,7 +31,9 @@ def program(plan: LaunchPlan, exports: Sequence[str], words: Sequence[str], task
 def srun(plan: LaunchPlan, exports: Sequence[str], words: Sequence[str], *, task_script: str | None = None,
          options: Sequence[str] = (), mpi: bool = False, tty: bool = False) -> str:
     """One ``srun`` line that runs ``words`` (already shell words) in every task of the step."""
-    head = ["srun", *(["--pty"] if tty else []), "--export=ALL"]
+    # --kill-on-bad-exit: a rank that fails ends the step; the others would otherwise wait in their first
+    # collective (or MPI's PMIx fence) until the time limit, burning the allocation
+    head = ["srun", *(["--pty"] if tty else ["--kill-on-bad-exit=1"]), "--export=ALL"]
     if mpi and plan.mpi_plugin:
         head.append(f"--mpi={plan.mpi_plugin}")
     head += list(options)

@@ -185,8 +185,11 @@ class Slurm(Component):
         _ip("link", "set", BRIDGE, "up")
         for node, addr in NODES.items():
             ns, host_end, node_end = f"ckit-{node}", f"ckit-{node}-h", f"ckit-{node}-c"
-            if Path(f"/var/run/netns/{ns}").exists():
+            if Path(f"/var/run/netns/{ns}").exists() and Path(f"/sys/class/net/{host_end}").exists():
                 continue
+            # a half-left pair (a job process kept the old namespace alive past the stop): start both ends afresh
+            _ip("netns", "del", ns, check=False)
+            _ip("link", "del", host_end, check=False)
             _ip("netns", "add", ns)
             _ip("link", "add", host_end, "type", "veth", "peer", "name", node_end)
             _ip("link", "set", node_end, "netns", ns)
@@ -205,6 +208,9 @@ class Slurm(Component):
                 private.chmod(0o1777)  # as a node's /tmp: every user's jobs write there (unprivileged Ray, PMIx)
                 Path(shared).mkdir(exist_ok=True)
                 binds.append(f"mount --bind {private} {shared}")
+            # a node's own /dev/shm, as on a real node: ch-run --join names its semaphore after the step, so two
+            # nodes sharing one /dev/shm joined one group of four and a rank failed ("join: no PID 0")
+            binds.append("mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /dev/shm")
             inner = f"hostname {node} && {' && '.join(binds)} && exec \"$@\""
             # nsenter, not `ip netns exec`, which remounts /sys without the cgroup tree slurmd reads
             argv = ["nsenter", f"--net=/var/run/netns/ckit-{node}", "unshare", "--uts", "--mount", "--propagation",

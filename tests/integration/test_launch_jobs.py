@@ -128,3 +128,16 @@ def test_shell_gives_a_terminal_on_a_compute_node(slurm, podman, busybox_image, 
     assert re.search(rf"IN-42 {re.escape(str(tmp_path))} ckit-shell\r?\n", out) and "TTY" in out, out
     if runtime != "none":
         assert "BusyBox" in out
+
+
+def test_a_failing_rank_ends_the_job_instead_of_leaving_the_others_waiting(slurm, tmp_path, monkeypatch, capsys):
+    """Rank 1 fails at once while rank 0 would wait (as in a collective): the step ends with the failure, long
+    before the time limit (without --kill-on-bad-exit the job ran until TIMEOUT)."""
+    monkeypatch.chdir(tmp_path)
+    rc, out = _ckit(capsys, "launch", "--site", "local", "-p", "multi", "-N", "2", "-J", "badrank", "-t", "0:03:00",
+                    "--runtime", "none", "--submit", "--wait", "--json", "--",
+                    "sh", "-c", 'if [ "$SLURM_PROCID" = 1 ]; then exit 3; fi; sleep 600')
+    job = json.loads(out)
+    text = Path(job["output"]).read_text()
+    assert rc != 0 and "task 1: Exited with exit code 3" in text, text
+    assert "DUE TO TIME LIMIT" not in text and "Terminating StepId" in text, text

@@ -52,7 +52,7 @@ def test_horovod_host_list_and_mpi_plugin(slurm, tmp_path, capsys, monkeypatch):
                          "--", "sh", "-c", 'echo "HVD $CKIT_HOSTS $SLURM_PROCID $PMI_RANK"')
     assert rc == 0
     script = (tmp_path / "hvd.sbatch").read_text()
-    assert "srun --export=ALL --mpi=pmi2 sh -c" in script
+    assert "srun --kill-on-bad-exit=1 --export=ALL --mpi=pmi2 sh -c" in script
     lines = sorted(line.split() for line in out.read_text().splitlines() if line.startswith("HVD "))
     assert lines == [["HVD", f"{slurm.nodename}:2", "0", "0"], ["HVD", f"{slurm.nodename}:2", "1", "1"]]
 
@@ -153,4 +153,4 @@ def test_nccl_tests_job_output_becomes_a_report(slurm, tmp_path, capsys, monkeyp
     data = json.loads(capsys.readouterr().out)
     assert rc == 0 and [(r["avg_busbw_gbps"], r["ranks"]) for r in data["nccl"]] == [(164.643, 16)]
     script = (tmp_path / "nccl.sbatch").read_text()
-    assert "#SBATCH --ntasks-per-node=1" in script and "srun --export=ALL --mpi=pmi2 cat " in script
+    assert "#SBATCH --ntasks-per-node=1" in script and "srun --kill-on-bad-exit=1 --export=ALL --mpi=pmi2 cat " in script

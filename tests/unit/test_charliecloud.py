@@ -87,7 +87,7 @@ def test_the_task_line_sets_env_workdir_binds_and_keeps_arguments_verbatim() -> 
     assert 'ckit_ch_run=(ch-run --home --cd "${SLURM_SUBMIT_DIR}" -b "${SLURM_SUBMIT_DIR}:${SLURM_SUBMIT_DIR}" ' \
            "-b /data:/mnt/0 --env-no-expand --set-env)\n" in script
     step = next(line for line in script.splitlines() if line.startswith("srun "))
-    assert step.startswith('srun --export=ALL "${ckit_ch_run[@]}" '
+    assert step.startswith('srun --kill-on-bad-exit=1 --export=ALL "${ckit_ch_run[@]}" '
                            "--set-env=\"GREETING='${GREETING}'\" --set-env=\"MASTER_ADDR='${MASTER_ADDR}'\" ")
     assert step.endswith("""\"${CKIT_IMAGE}" -- sh -c 'export RANK="${SLURM_PROCID}" LOCAL_RANK="${SLURM_LOCALID}" """
                          """NODE_RANK="${SLURM_NODEID}"; exec "$@"' ckit-task python3 x.py '$(touch pwned)' 'it'"'"'s'""")

@@ -40,7 +40,7 @@ def test_writes_the_script_without_sbatch_on_path(tmp_path, capsys, monkeypatch)
     data = json.loads(capsys.readouterr().out)
     script = tmp_path / "sub" / "job.sbatch"
     assert rc == 0 and (data["site"], data["script"], data["job_id"]) == ("local", str(script), None)
-    assert script.read_text().rstrip().endswith("srun --export=ALL echo hi") and script.stat().st_mode & 0o111
+    assert script.read_text().rstrip().endswith("srun --kill-on-bad-exit=1 --export=ALL echo hi") and script.stat().st_mode & 0o111
     assert [p.name for p in script.parent.iterdir()] == ["job.sbatch"]
 
 

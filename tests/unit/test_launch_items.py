@@ -42,7 +42,7 @@ def test_kept_pyxis_container_is_named_after_the_file_or_the_digest():
 def test_every_srun_exports_all(framework):
     kw = {"devices_per_node": 2} if framework == "mindspore" else {}
     lines = _srun_lines(_script("local", framework=framework, **kw))
-    assert lines and all("srun --export=ALL" in line or "srun --pty --export=ALL" in line for line in lines)
+    assert lines and all(" --export=ALL " in line.split(" -- ")[0] for line in lines)
 
 
 # 4. USER unset under set -u -------------------------------------------------------------------------------------
@@ -66,7 +66,7 @@ def test_every_runtime_starts_in_the_submit_folder():
     assert '--volume "${SLURM_SUBMIT_DIR}:${SLURM_SUBMIT_DIR}" --workdir "${SLURM_SUBMIT_DIR}"' in podman
     assert "--container-workdir=/code" in _script("oci", image="nvcr.io/nvidia/x:1", workdir="/code")
     assert "--pwd /code" in _script("twnia2", image="/a.sif", account="P", workdir="/code")
-    assert "srun --export=ALL --chdir=/code python x.py" in _script("local", workdir="/code")
+    assert "srun --kill-on-bad-exit=1 --export=ALL --chdir=/code python x.py" in _script("local", workdir="/code")
     with pytest.raises(ConfigError, match="--workdir"):
         _script("local", workdir="rel")
 
@@ -128,7 +128,7 @@ def test_apulis_defaults_to_the_legacy_rank_table():
 def test_twnia2_and_tara_get_no_mpi_plugin():
     assert "--mpi" not in _script("twnia2", image="/a.sif", account="P", framework="horovod")
     assert "--mpi" not in _script("tara", runtime="none", account="P", framework="horovod")
-    assert "srun --export=ALL --mpi=pmix " in _script("local", framework="mpi", mpi="pmix")
+    assert "srun --kill-on-bad-exit=1 --export=ALL --mpi=pmix " in _script("local", framework="mpi", mpi="pmix")
 
 
 # 12. mail and a separate error log ----------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ def test_seed000_twnia2_same_resources_runtime_and_env():
     assert "module purge\nmodule load singularity\n" in script
     assert "export TF_ENABLE_AUTO_MIXED_PRECISION='1'" in script and "export NCCL_DEBUG='INFO'" in script
     # exec, not run: the SIF's runscript would re-evaluate the arguments; no --mpi (the guide shows none)
-    assert 'srun --export=ALL singularity exec --nv "${CKIT_IMAGE}" python pytorch_synthetic_benchmark.py ' \
+    assert 'srun --kill-on-bad-exit=1 --export=ALL singularity exec --nv "${CKIT_IMAGE}" python pytorch_synthetic_benchmark.py ' \
            "--batch-size 256" in script
     assert "export CKIT_IMAGE=/work/TWCC_cntr/pytorch_20.09-py3_horovod.sif" in script
 
@@ -72,7 +72,7 @@ def test_seed002_oci_pyxis_mounts_mpi_and_nccl_env():
                                         "mlx5_12,mlx5_13,mlx5_14,mlx5_15,mlx5_16,mlx5_17")]:
         assert f"export {name}='{value}'" in script
     step = script.splitlines()[-1]
-    assert step.startswith('srun --export=ALL --mpi=pmi2 --container-image="${CKIT_IMAGE}" '
+    assert step.startswith('srun --kill-on-bad-exit=1 --export=ALL --mpi=pmi2 --container-image="${CKIT_IMAGE}" '
                            '--container-name="${ckit_container}" --container-mounts="/mnt/home/${USER}:/mnt/home/${USER},'
                            '${SLURM_SUBMIT_DIR}:${SLURM_SUBMIT_DIR}" --container-workdir="${SLURM_SUBMIT_DIR}" '
                            '--container-env=')
