@@ -19,7 +19,7 @@ import io
 import logging
 import os
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,7 +158,7 @@ def prepare(blob: LayerBlob, workdir: Path, number: int,
     """``blob`` as a verified, uncompressed tar range, decompressing into ``workdir`` when it is compressed."""
     if blob.chunks is not None:
         try:
-            return _assemble(blob, workdir / f"layer-{number}.tar", progress)
+            return _streamed(blob, workdir / f"layer-{number}.tar", progress)
         except (ConvertError, IntegrityError) as err:  # the engine's save is the reference
             if blob.fallback is None:
                 raise
@@ -190,22 +190,76 @@ def prepare(blob: LayerBlob, workdir: Path, number: int,
     return LayerTar(spool, 0, spool.stat().st_size, blob.what)
 
 
-def _assemble(blob: LayerBlob, spool: Path, progress: Callable[[int], None] | None) -> LayerTar:
-    """A layer whose bytes come as chunks (an engine's storage), spooled and checked against its diff_id."""
-    if blob.chunks is None or blob.diff_id is None:
-        raise ConvertError(f"{blob.what}: a layer assembled from an engine's storage needs its diff_id")
+class _Chunks:
+    """``read(n)`` over a layer that arrives as chunks (a registry download, an engine's storage), hashing what
+    passes through for a check against the blob's digest; ``head`` is what the compression is sniffed from."""
+
+    def __init__(self, chunks: Iterator[bytes], blob: LayerBlob, progress: Callable[[int], None] | None) -> None:
+        self._chunks, self._buf = chunks, memoryview(b"")
+        self.sha = hasher(parse_digest(blob.digest, blob.what)) if blob.digest else None
+        self._progress = progress
+        while len(self._buf) < 6 and (more := next(self._chunks, b"")):
+            self._buf = memoryview(bytes(self._buf) + more)
+        self.head = bytes(self._buf[:6])
+
+    def read(self, n: int = -1) -> bytes:
+        if not self._buf:
+            self._buf = memoryview(next(self._chunks, b""))
+        n = n if n and n > 0 else CHUNK
+        data, self._buf = self._buf[:n], self._buf[n:]
+        if self.sha is not None:
+            self.sha.update(data)
+        if self._progress and data:
+            self._progress(len(data))
+        return bytes(data)
+
+    def close(self) -> None:
+        close = getattr(self._chunks, "close", None)
+        if close is not None:
+            close()  # a generator: its downloads stop
+
+
+def _streamed(blob: LayerBlob, spool: Path, progress: Callable[[int], None] | None) -> LayerTar:
+    """A layer whose bytes come as chunks, decompressed (gzip, zstd) or copied into ``spool`` as they arrive,
+    and checked against its digest (the compressed bytes) or, without one, its diff_id (the tar)."""
+    if blob.chunks is None or (blob.digest is None and blob.diff_id is None):
+        raise ConvertError(f"{blob.what}: a layer read as a stream needs its digest or its diff_id")
+    reader = _Chunks(blob.chunks(), blob, progress)
     try:
         with spool.open("wb") as raw_out:
-            out = _HashingWriter(raw_out, blob.diff_id)
-            for chunk in blob.chunks():
-                out.write(chunk)
-                if progress:
-                    progress(len(chunk))
-        _check(out.sha, blob.diff_id, blob.what, "diff_id")
+            out = _HashingWriter(raw_out, blob.diff_id if blob.digest is None else None)
+            try:
+                _expand(reader, out, blob.what)
+            except ConvertError:
+                # Corrupt data in a blob that has a digest: read the rest, so that an altered blob is named as
+                # such (exit 4), not as a decompression error.
+                while reader.read(CHUNK):
+                    pass
+                _check(reader.sha, blob.digest, blob.what, "digest")
+                raise
+            while reader.read(CHUNK):  # whatever follows the compressed data counts for the digest too
+                pass
+        _check(reader.sha, blob.digest, blob.what, "digest")
+        _check(out.sha, blob.diff_id if blob.digest is None else None, blob.what, "diff_id")
     except BaseException:
         spool.unlink(missing_ok=True)
         raise
+    finally:
+        reader.close()
     return LayerTar(spool, 0, spool.stat().st_size, blob.what)
+
+
+def _expand(reader: _Chunks, out: _HashingWriter, what: str) -> None:
+    """Decompress (gzip, zstd) or copy the layer from ``reader`` into ``out``."""
+    if reader.head.startswith(GZIP_MAGIC):
+        _gunzip(reader, out, what)  # type: ignore[arg-type]
+    elif reader.head.startswith(ZSTD_MAGIC):
+        _unzstd(reader, out, what)  # type: ignore[arg-type]
+    elif reader.head.startswith((XZ_MAGIC, BZIP2_MAGIC)):
+        raise ConvertError(f"{what}: xz/bzip2 layers are not supported", hint="OCI layers are tar, tar+gzip or tar+zstd")
+    else:
+        while data := reader.read(CHUNK):
+            out.write(data)
 
 
 def prepare_all(blobs: Sequence[LayerBlob], workdir: Path,

@@ -13,6 +13,7 @@ the earlier image. After publishing, each target records its layers for the next
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import gc
@@ -20,7 +21,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,14 +44,24 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ckit.convert")
 
+STREAMS = 4  # layers fetched at once from a registry
+
 
 class _Layers:
     """The image's layers as verified tars, prepared on first use (compressed ones decompressed into ``work``)."""
 
     def __init__(self, blobs: Sequence[LayerBlob], work: Path, progress: Callable[[int], None]) -> None:
-        self.blobs, self.work, self.progress = blobs, work, progress
+        self.blobs, self.work = blobs, work
         self._tars: dict[int, LayerTar] = {}
         self._lock = threading.Lock()
+        self._stop = threading.Event()
+
+        def advance(n: int) -> None:  # every chunk read passes here: where a failed sibling stops the others
+            if self._stop.is_set():
+                raise ConvertError("stopped: another layer failed")
+            progress(n)
+
+        self.progress = advance
 
     def get(self, number: int) -> LayerTar:
         with self._lock:
@@ -61,14 +72,25 @@ class _Layers:
                 self._tars[number] = tar
         return tar
 
-    def prepare(self, numbers: Sequence[int]) -> None:
-        """Prepare several layers at once (compressed ones decompress concurrently, one thread per layer)."""
-        if len(numbers) > 1:
-            with ThreadPoolExecutor(max_workers=min(len(numbers), os.cpu_count() or 1)) as pool:
-                for future in [pool.submit(self.get, n) for n in numbers]:
-                    future.result()
-        for n in numbers:
-            self.get(n)
+    @contextlib.contextmanager
+    def preparing(self, numbers: Sequence[int]) -> Iterator[Callable[[int], LayerTar]]:
+        """Prepare several layers at once and give a function that waits for one: the caller indexes layer 1
+        while later ones still download or decompress. Local compressed layers take one thread per CPU; layers
+        that arrive as streams (a registry's) :data:`STREAMS` at a time, as docker and skopeo pull."""
+        streamed = any(self.blobs[n].chunks is not None for n in numbers)
+        workers = min(len(numbers), max(os.cpu_count() or 1, STREAMS if streamed else 1))
+        if workers <= 1:
+            yield self.get
+            return
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="layer")
+        futures = {n: pool.submit(self.get, n) for n in numbers}
+        try:
+            yield lambda n: futures[n].result() if n in futures else self.get(n)
+        except BaseException:
+            self._stop.set()  # the others end at their next chunk (Ctrl-C does not wait for gigabytes)
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _created(config_blob: dict[str, Any]) -> int:
@@ -219,18 +241,18 @@ def _index(blobs: Sequence[LayerBlob], found: dict[str, list[Record | None]], la
     record for is replayed from it instead of read. Also, for each layer read, its members file encoded (the
     members themselves are not kept: a large image has hundreds of thousands)."""
     read = [n for n in range(len(blobs)) if any(recs[n] is None for recs in found.values())]
-    layers.prepare(read)
     tree = Tree(default_mtime=mtime)
     encoded: list[bytes | None] = []
-    for n, blob in enumerate(blobs):
-        if n in read:
-            kept = Columns()
-            tree.add_layer(layers.get(n), kept)  # type: ignore[arg-type]
-            encoded.append(kept.encode())
-        else:
-            record = next(recs[n] for recs in found.values() if recs[n] is not None)
-            tree.replay_layer(record.members, blob.what)  # type: ignore[union-attr]
-            encoded.append(None)
+    with layers.preparing(read) as ready:
+        for n, blob in enumerate(blobs):
+            if n in read:
+                kept = Columns()
+                tree.add_layer(ready(n), kept)  # type: ignore[arg-type]
+                encoded.append(kept.encode())
+            else:
+                record = next(recs[n] for recs in found.values() if recs[n] is not None)
+                tree.replay_layer(record.members, blob.what)  # type: ignore[union-attr]
+                encoded.append(None)
     if tree.dropped:
         log.info("dropped: %s", ", ".join(f"{n} {why}" for why, n in sorted(tree.dropped.items())))
     return tree, encoded
