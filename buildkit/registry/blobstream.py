@@ -6,7 +6,7 @@ byte ranges of blobs (``Range: bytes=A-B``, answered ``206``), so a blob larger 
 first piece's request doubles as the probe: a registry that ignores ``Range`` answers ``200`` with the whole
 blob, which is then read as one stream; one that answers a range it was not asked for is refused.
 
-Memory stays bounded: at most :data:`STREAMS` + 1 pieces are held at a time. A piece whose answer breaks off
+Memory stays bounded: a blob holds at most :data:`STREAMS` + 1 pieces, and all downloads together :data:`HELD`. A piece whose answer breaks off
 is asked for again (up to ``CKIT_HTTP_RETRIES`` times). Nothing here verifies the digest: the caller hashes the
 bytes in order (:mod:`buildkit.image.layerfile`) and nothing counts until they match.
 """
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("ckit.registry")
 
 STREAMS = 3  # range requests of one blob in flight
+HELD = 8  # pieces held by all downloads of the process together (fetched, or in flight)
+_held = threading.BoundedSemaphore(HELD)
 READ = 1 << 20
 CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 
@@ -100,8 +102,9 @@ class _Fetch:
         finally:
             response.close()
 
-    def _piece(self, start: int, length: int, response=None) -> bytes:  # type: ignore[no-untyped-def]
-        """``length`` bytes from ``start``, asked for again when the answer breaks off or comes short."""
+    def _piece(self, start: int, length: int, response=None) -> list[bytes]:  # type: ignore[no-untyped-def]
+        """``length`` bytes from ``start`` as the reads brought them (no copy into one buffer), asked for again
+        when the answer breaks off or comes short."""
         attempts = int(limits.get("http_retries")) + 1
         for attempt in range(attempts):
             response = response or self.get(start, length)
@@ -122,25 +125,35 @@ class _Fetch:
                 response.close()
                 response = None
             if got == length:
-                return b"".join(parts)
+                return parts
             if attempt + 1 == attempts:
                 raise RegistryError(f"{self.what}: the answer for bytes {start}-{start + length - 1} ended after "
                                     f"{got} bytes", hint="try again; the registry or network failed")
         raise AssertionError("unreachable")  # pragma: no cover
 
     def pieces(self, first, piece: int) -> Iterator[bytes]:  # type: ignore[no-untyped-def]
-        """The blob as pieces fetched :data:`STREAMS` at a time, yielded in order (at most STREAMS + 1 held)."""
-        starts = iter(range(piece, self.size, piece))
+        """The blob as pieces fetched :data:`STREAMS` at a time, yielded in order. Every piece takes one of the
+        process's :data:`HELD` places until it is handed out, so several layers downloading at once hold at most
+        HELD pieces together. A download waits for a place only while it holds none: one that holds some always
+        gets its oldest piece back and frees its place, so the downloads never wait on each other in a circle."""
+        starts = collections.deque(range(piece, self.size, piece))
         pool = ThreadPoolExecutor(max_workers=STREAMS, thread_name_prefix="pull-range")
-        pending: collections.deque[Future[bytes]] = collections.deque()
+        pending: collections.deque[Future[list[bytes]]] = collections.deque()
+        _held.acquire()
         pending.append(pool.submit(self._piece, 0, piece, first))
         try:
-            while pending:
-                while len(pending) <= STREAMS and (start := next(starts, None)) is not None:
+            while pending or starts:
+                while starts and len(pending) <= STREAMS and _held.acquire(blocking=not pending):
+                    start = starts.popleft()
                     pending.append(pool.submit(self._piece, start, min(piece, self.size - start)))
-                yield pending.popleft().result()
+                try:
+                    data = pending.popleft().result()
+                finally:
+                    _held.release()
+                yield from data
         finally:
             self.stop.set()  # the consumer stopped or failed: running fetches end at their next read
             for future in pending:
                 future.cancel()
+                _held.release()
             pool.shutdown(wait=True, cancel_futures=True)
