@@ -23,11 +23,14 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from ..errors import ConvertError, IntegrityError
 from ..oci.digest import hasher, parse_digest
 from .source import LayerBlob
+
+if TYPE_CHECKING:
+    from .precompress import Growing
 
 try:
     from isal import isal_zlib as gzip_codec
@@ -118,14 +121,19 @@ class _Hashing:
 class _HashingWriter:
     """Writes to ``out`` and hashes the bytes (the uncompressed tar, for a diff_id check)."""
 
-    def __init__(self, out: BinaryIO, digest: str | None) -> None:
-        self.out = out
+    def __init__(self, out: BinaryIO, digest: str | None, growing: Growing | None = None) -> None:
+        self.out, self.growing = out, growing
         self.sha = hasher(parse_digest(digest)) if digest else None
 
     def write(self, data: bytes) -> int:
         if self.sha is not None:
             self.sha.update(data)
-        return self.out.write(data)
+        view = memoryview(data)
+        while view:  # unbuffered: what ``growing`` is told is on disk, for the precompressor to read
+            view = view[self.out.write(view):]
+        if self.growing is not None:
+            self.growing.advance(len(data))
+        return len(data)
 
 
 def _check(got: object, expected: str | None, what: str, kind: str) -> None:
@@ -153,12 +161,17 @@ def _verify_in_place(blob: LayerBlob, progress: Callable[[int], None] | None) ->
         _check(hashes[parse_digest(expected).algorithm], expected, blob.what, kind)
 
 
-def prepare(blob: LayerBlob, workdir: Path, number: int,
-            progress: Callable[[int], None] | None = None) -> LayerTar:
-    """``blob`` as a verified, uncompressed tar range, decompressing into ``workdir`` when it is compressed."""
+def spool_path(workdir: Path, number: int) -> Path:
+    return workdir / f"layer-{number}.tar"
+
+
+def prepare(blob: LayerBlob, workdir: Path, number: int, progress: Callable[[int], None] | None = None,
+            growing: Growing | None = None) -> LayerTar:
+    """``blob`` as a verified, uncompressed tar range, decompressing into ``workdir`` when it is compressed;
+    ``growing`` learns how much of a streamed layer's spool is written (see :mod:`.precompress`)."""
     if blob.chunks is not None:
         try:
-            return _streamed(blob, workdir / f"layer-{number}.tar", progress)
+            return _streamed(blob, spool_path(workdir, number), progress, growing)
         except (ConvertError, IntegrityError) as err:  # the engine's save is the reference
             if blob.fallback is None:
                 raise
@@ -219,15 +232,17 @@ class _Chunks:
             close()  # a generator: its downloads stop
 
 
-def _streamed(blob: LayerBlob, spool: Path, progress: Callable[[int], None] | None) -> LayerTar:
+def _streamed(blob: LayerBlob, spool: Path, progress: Callable[[int], None] | None,
+              growing: Growing | None = None) -> LayerTar:
     """A layer whose bytes come as chunks, decompressed (gzip, zstd) or copied into ``spool`` as they arrive,
     and checked against its digest (the compressed bytes) or, without one, its diff_id (the tar)."""
     if blob.chunks is None or (blob.digest is None and blob.diff_id is None):
         raise ConvertError(f"{blob.what}: a layer read as a stream needs its digest or its diff_id")
     reader = _Chunks(blob.chunks(), blob, progress)
+    ok = False
     try:
-        with spool.open("wb") as raw_out:
-            out = _HashingWriter(raw_out, blob.diff_id if blob.digest is None else None)
+        with spool.open("wb", buffering=0) as raw_out:
+            out = _HashingWriter(raw_out, blob.diff_id if blob.digest is None else None, growing)
             try:
                 _expand(reader, out, blob.what)
             except ConvertError:
@@ -241,11 +256,14 @@ def _streamed(blob: LayerBlob, spool: Path, progress: Callable[[int], None] | No
                 pass
         _check(reader.sha, blob.digest, blob.what, "digest")
         _check(out.sha, blob.diff_id if blob.digest is None else None, blob.what, "diff_id")
+        ok = True
     except BaseException:
         spool.unlink(missing_ok=True)
         raise
     finally:
         reader.close()
+        if growing is not None:
+            growing.finish(ok)
     return LayerTar(spool, 0, spool.stat().st_size, blob.what)
 
 

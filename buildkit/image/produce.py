@@ -32,12 +32,13 @@ from ..errors import ConvertError
 from ..progress import Meter, Reporter
 from . import squashfs
 from .flatten import Tree
-from .layerfile import LayerTar, prepare
+from .layerfile import LayerTar, prepare, spool_path
 from .model import ImageConfig, RootfsEntry
+from .precompress import Growing, Precompressor
 from .source import LayerBlob
-from .squashfs_copy import Earlier, EarlierChanged
+from .squashfs_copy import Earlier, EarlierChanged, Segment
 from .squashfs_reuse import Columns, Record, Records
-from .squashfs_writer import Ownership, Stats, codec_version, decompressor
+from .squashfs_writer import Ownership, Stats, codec_version, compressor, decompressor
 
 if TYPE_CHECKING:
     from .convert import ConvertPlan
@@ -50,9 +51,11 @@ STREAMS = 4  # layers fetched at once from a registry
 class _Layers:
     """The image's layers as verified tars, prepared on first use (compressed ones decompressed into ``work``)."""
 
-    def __init__(self, blobs: Sequence[LayerBlob], work: Path, progress: Callable[[int], None]) -> None:
-        self.blobs, self.work = blobs, work
+    def __init__(self, blobs: Sequence[LayerBlob], work: Path, progress: Callable[[int], None],
+                 make: Callable[[], Callable[[bytes], bytes]] | None = None) -> None:
+        self.blobs, self.work, self.make = blobs, work, make
         self._tars: dict[int, LayerTar] = {}
+        self._pre: dict[int, Precompressor] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
 
@@ -67,10 +70,23 @@ class _Layers:
         with self._lock:
             tar = self._tars.get(number)
         if tar is None:
-            tar = prepare(self.blobs[number], self.work, number + 1, self.progress)
+            blob, growing = self.blobs[number], None
+            if self.make is not None and blob.chunks is not None and blob.digest is not None:
+                growing = Growing()  # a registry's layer: compress its large files while it arrives
+                pre = Precompressor(spool_path(self.work, number + 1), growing, self.make, blob.what)
+                with self._lock:
+                    self._pre[number] = pre
+            tar = prepare(blob, self.work, number + 1, self.progress, growing)
             with self._lock:
                 self._tars[number] = tar
         return tar
+
+    def precompressed(self) -> dict[int, tuple[Path, Segment]]:
+        """Stop the precompressors; what they made, by layer number."""
+        with self._lock:
+            pres = dict(self._pre)
+        made = {n: pre.result() for n, pre in pres.items()}
+        return {n: m for n, m in made.items() if m is not None}
 
     @contextlib.contextmanager
     def preparing(self, numbers: Sequence[int]) -> Iterator[Callable[[int], LayerTar]]:
@@ -153,8 +169,13 @@ class _Production:
         self.digests = [b.digest or b.diff_id for b in mat.layers]
         found = {p.key: [self.records.find(d, p.compression.label, _codec(p)) if d else None for d in self.digests]
                  for p in self.plans}
-        self.layers = _Layers(mat.layers, self.work, reading)
-        tree, self.members = _index(mat.layers, found, self.layers, epoch if epoch is not None else _created(blob))
+        codecs = {(p.compression.algo, p.compression.level) for p in self.plans}
+        make = compressor(*next(iter(codecs))) if len(codecs) == 1 else None  # one codec: worth doing once
+        self.layers = _Layers(mat.layers, self.work, reading, make)
+        try:
+            tree, self.members = _index(mat.layers, found, self.layers, epoch if epoch is not None else _created(blob))
+        finally:
+            self.pre = self.layers.precompressed()
         self.records.forget_members()
         return tree, {key: [dataclasses.replace(r, members=[]) if r else None for r in recs]
                       for key, recs in found.items()}
@@ -202,6 +223,9 @@ class _Production:
         while True:
             earlier: dict[int, Earlier] = {}
             try:
+                for n, (path, segment) in self.pre.items():  # made with this plan's codec (one codec for all)
+                    earlier[n] = Earlier(os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)), 0, segment,
+                                         str(path), decompress, fresh=True)
                 for n, rec in list(usable.items()):
                     try:
                         earlier[n] = self.records.open(rec, decompress)
@@ -210,6 +234,10 @@ class _Production:
                 return squashfs.build(out, p.compression, tree, own, mkfs_time=mkfs_time, progress=advance,
                                       earlier=earlier, open_layer=self.layers.get)
             except EarlierChanged as changed:
+                if any(str(path) == changed.path for path, _ in self.pre.values()):  # never expected: a scratch file
+                    log.warning("%s changed while the conversion ran; compressing without it", changed.path)
+                    self.pre = {n: m for n, m in self.pre.items() if str(m[0]) != changed.path}
+                    continue
                 log.info("%s does not match its reuse records; converting without it", changed.path)
                 self.records.drop_artifact(usable.values(), changed.path)
                 usable = {n: r for n, r in usable.items()

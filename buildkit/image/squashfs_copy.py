@@ -64,6 +64,7 @@ class Earlier:
     segment: Segment
     path: str
     decompress: Callable[[bytes, int], bytes]
+    fresh: bool = False  # compressed in this conversion, while the layer streamed in (:mod:`.precompress`)
 
 
 class _Buffer(threading.local):
