@@ -1,14 +1,17 @@
-"""A blob's bytes in order as they arrive, fetched as several byte ranges at once where the registry serves them.
+"""A blob's bytes in order as they arrive, fetched as several byte ranges at once where that helps.
 
-One HTTP stream per blob leaves a fast link or a slow registry under-used for a large layer; registries serve
-byte ranges of blobs (``Range: bytes=A-B``, answered ``206``), so a blob larger than two pieces
-(``CKIT_PULL_PIECE``) is fetched as pieces, :data:`STREAMS` requests in flight, and handed out in order. The
-first piece's request doubles as the probe: a registry that ignores ``Range`` answers ``200`` with the whole
-blob, which is then read as one stream; one that answers a range it was not asked for is refused.
+One HTTP stream per blob leaves a slow link or a slow registry under-used for a large layer; registries serve
+byte ranges of blobs (``Range: bytes=A-B``, answered ``206``). A blob larger than two pieces (``CKIT_PULL_PIECE``)
+is first asked for its first piece, which doubles as the probe: a registry that ignores ``Range`` answers ``200``
+with the whole blob, which is then read as one stream; one that answers a range it was not asked for is refused.
+When that first piece came faster than gzip can consume it (:data:`FAST`), the rest is one more ranged stream
+(more requests would only cost); else it is fetched as pieces, :data:`STREAMS` requests in flight, handed out
+in order.
 
-Memory stays bounded: a blob holds at most :data:`STREAMS` + 1 pieces, and all downloads together :data:`HELD`. A piece whose answer breaks off
-is asked for again (up to ``CKIT_HTTP_RETRIES`` times). Nothing here verifies the digest: the caller hashes the
-bytes in order (:mod:`buildkit.image.layerfile`) and nothing counts until they match.
+Memory stays bounded: a blob holds at most :data:`STREAMS` + 1 pieces, and all downloads together :data:`HELD`.
+A piece whose answer breaks off is asked for again (up to ``CKIT_HTTP_RETRIES`` times). Nothing here verifies
+the digest: the caller hashes the bytes in order (:mod:`buildkit.image.layerfile`) and nothing counts until
+they match.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import collections
 import logging
 import re
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
@@ -33,6 +37,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("ckit.registry")
 
 STREAMS = 3  # range requests of one blob in flight
+FAST = 200 << 20  # bytes/s: a first piece that came this fast says one stream is enough (gzip reads ~250 MB/s)
 HELD = 8  # pieces held by all downloads of the process together (fetched, or in flight)
 _held = threading.BoundedSemaphore(HELD)
 READ = 1 << 20
@@ -52,12 +57,19 @@ def blob_chunks(client: RegistryClient, repo: str, digest: str, size: int) -> It
     if size <= 2 * piece:
         yield from fetch.whole(fetch.get())
         return
+    began = time.monotonic()
     first = fetch.get(0, piece)
     if first.status_code == 200:  # ranges not served: this answer is the whole blob
         log.debug("%s: no range requests; one stream", fetch.what)
         yield from fetch.whole(first)
         return
-    yield from fetch.pieces(first, piece)
+    head = fetch.piece(0, piece, first)
+    speed = piece / max(time.monotonic() - began, 1e-6)
+    yield from head
+    if speed >= FAST:  # one answer outruns the decompression already: more requests would only cost
+        yield from fetch.whole(fetch.get(piece, size - piece), size - piece)
+    else:
+        yield from fetch.pieces(piece, piece)
 
 
 class _Fetch:
@@ -94,15 +106,20 @@ class _Fetch:
                                 hint="the registry mishandles range requests; CKIT_PULL_PIECE larger than the "
                                      "blob reads it as one stream")
 
-    def whole(self, response) -> Iterator[bytes]:  # type: ignore[no-untyped-def]
-        body = transport.StreamBody(response, self.what, self.size)
+    def whole(self, response, length: int | None = None) -> Iterator[bytes]:  # type: ignore[no-untyped-def]
+        """The answer's body as it arrives: the whole blob, or the ``length`` bytes of a range."""
+        length = self.size if length is None else length
+        body = transport.StreamBody(response, self.what, length)
         try:
             while data := body.read(READ):
                 yield data
         finally:
             response.close()
+        if body.total != length:
+            raise RegistryError(f"{self.what}: the answer ended after {body.total} of {length} bytes",
+                                hint="try again; the registry or network failed")
 
-    def _piece(self, start: int, length: int, response=None) -> list[bytes]:  # type: ignore[no-untyped-def]
+    def piece(self, start: int, length: int, response=None) -> list[bytes]:  # type: ignore[no-untyped-def]
         """``length`` bytes from ``start`` as the reads brought them (no copy into one buffer), asked for again
         when the answer breaks off or comes short."""
         attempts = int(limits.get("http_retries")) + 1
@@ -131,21 +148,19 @@ class _Fetch:
                                     f"{got} bytes", hint="try again; the registry or network failed")
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def pieces(self, first, piece: int) -> Iterator[bytes]:  # type: ignore[no-untyped-def]
+    def pieces(self, begin: int, piece: int) -> Iterator[bytes]:
         """The blob as pieces fetched :data:`STREAMS` at a time, yielded in order. Every piece takes one of the
         process's :data:`HELD` places until it is handed out, so several layers downloading at once hold at most
         HELD pieces together. A download waits for a place only while it holds none: one that holds some always
         gets its oldest piece back and frees its place, so the downloads never wait on each other in a circle."""
-        starts = collections.deque(range(piece, self.size, piece))
+        starts = collections.deque(range(begin, self.size, piece))
         pool = ThreadPoolExecutor(max_workers=STREAMS, thread_name_prefix="pull-range")
         pending: collections.deque[Future[list[bytes]]] = collections.deque()
-        _held.acquire()
-        pending.append(pool.submit(self._piece, 0, piece, first))
         try:
             while pending or starts:
                 while starts and len(pending) <= STREAMS and _held.acquire(blocking=not pending):
                     start = starts.popleft()
-                    pending.append(pool.submit(self._piece, start, min(piece, self.size - start)))
+                    pending.append(pool.submit(self.piece, start, min(piece, self.size - start)))
                 try:
                     data = pending.popleft().result()
                 finally:

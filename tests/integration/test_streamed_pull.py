@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -41,9 +42,9 @@ def image() -> tuple[bytes, bytes, bytes]:
 class Registry:
     """Serves one image; ``ranges`` says how it answers a ranged GET; ``served`` alters the layer bytes sent."""
 
-    def __init__(self, ranges: str = "yes", tamper_at: int | None = None) -> None:
+    def __init__(self, ranges: str = "yes", tamper_at: int | None = None, slow: bool = True) -> None:
         self.manifest, self.config, self.layer = image()
-        self.ranges, self.tamper_at = ranges, tamper_at
+        self.ranges, self.tamper_at, self.slow = ranges, tamper_at, slow
 
     def served(self) -> bytes:
         if self.tamper_at is None:
@@ -65,6 +66,8 @@ class Registry:
         if not wanted or self.ranges == "no":
             return 200, {}, data
         first, last = (int(n) for n in wanted.removeprefix("bytes=").split("-"))
+        if first == 0 and self.slow:
+            time.sleep(0.2)  # a slow first piece (320 KiB/s): pieces, several at once, are worth it
         shown = f"bytes {first}-{last}/{len(data)}" if self.ranges == "yes" else f"bytes 0-{last - first}/{len(data)}"
         return 206, {"Content-Range": shown}, data[first:last + 1]
 
@@ -96,6 +99,23 @@ def test_a_large_layer_is_fetched_in_ranges_and_converted(tmp_path: Path) -> Non
     assert len(gets) == -(-len(registry.layer) // PIECE) >= 3  # one request per piece
     assert all(g.headers.get("range") for g in gets)
     assert " 327680 " in listing(out)  # the file whose bytes came in five ranges, whole
+
+
+def test_a_fast_registry_is_read_as_two_ranged_streams(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """When the first piece comes faster than :data:`FAST` (0 here: always), the rest is one ranged answer."""
+    from buildkit.image.convert import convert as convert_in_process
+    from buildkit.registry import blobstream
+    from buildkit.store import Store
+
+    monkeypatch.setattr(blobstream, "FAST", 0)
+    monkeypatch.setenv("CKIT_PULL_PIECE", str(PIECE))
+    registry = Registry(slow=False)
+    with HostileServer(registry) as server:
+        result = convert_in_process(f"docker://{server.host}/ckit/streamed:1", "sqsh", store=Store(tmp_path / "s"))
+        gets = layer_gets(server, registry)
+    assert [g.headers.get("range") for g in gets] == [f"bytes=0-{PIECE - 1}",
+                                                       f"bytes={PIECE}-{len(registry.layer) - 1}"]
+    assert " 327680 " in listing(result.path)
 
 
 def test_a_registry_without_ranges_is_read_as_one_stream(tmp_path: Path) -> None:
@@ -153,3 +173,46 @@ def test_real_registry_serves_the_layer_in_ranges(registry, tmp_path: Path) -> N
                           cwd=tmp_path / "cwd", check=False)
     assert done.returncode == 0, done.stderr
     assert f" {6 * PIECE} " in listing(out)
+
+
+def test_large_files_compressed_while_streaming_give_the_same_bytes(registry, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                                    monkeypatch) -> None:
+    """The files of a block or more are compressed while their layer arrives and copied by the writer: the image
+    is byte for byte the one the writer makes alone, also when an upper layer replaces such a file (its copy is
+    not used) and for the files the precompressor did not reach."""
+    from buildkit.image import produce
+    from buildkit.image.convert import convert
+    from buildkit.image.precompress import Growing
+    from buildkit.store import Store
+    from tests.integration.hostile_images import oci_layout
+
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    monkeypatch.setenv("CKIT_PULL_PIECE", str(PIECE))
+    text = b"".join(b"line %d of a compressible file\n" % n for n in range(20000))
+    lower = tar_bytes([entry("opt", "dir"), entry("opt/big", data=os.urandom(300_000)),
+                       entry("opt/text", data=text), entry("opt/zeros", data=bytes(400_000)),
+                       entry("opt/small", data=b"small\n")])
+    upper = tar_bytes([entry("opt", "dir"), entry("opt/text", data=text[::-1]),
+                       entry("opt/more", data=os.urandom(200_000))])
+    source = oci_layout(tmp_path / "layout", [lower, upper])
+    ref = f"{registry.host}/ckit/precompressed:{uuid.uuid4().hex[:8]}"
+    subprocess.run(["skopeo", "copy", "--dest-tls-verify=false", source, f"docker://{ref}"],  # noqa: S607
+                   check=True, capture_output=True)
+    made: list[int] = []
+    precompressed = produce._Layers.precompressed
+
+    def spied(self):  # type: ignore[no-untyped-def]
+        result = precompressed(self)
+        made.append(sum(len(segment.files) for _, segment in result.values()))
+        return result
+
+    monkeypatch.setattr(produce._Layers, "precompressed", spied)
+    monkeypatch.setattr(Growing, "stop", lambda self: None)  # let each precompressor finish its layer: no race
+    with_pre = convert(f"docker://{ref}", "sqsh", store=Store(tmp_path / "a"))
+    assert made == [5]  # big, text, zeros; text (again) and more: every file of a block or more
+    monkeypatch.setattr(produce._Layers, "precompressed", lambda self: [p.result() for p in self._pre.values()] and {})
+    alone = convert(f"docker://{ref}", "sqsh", store=Store(tmp_path / "b"))
+    assert with_pre.path.read_bytes() == alone.path.read_bytes()
+    assert (with_pre.compressed_bytes, with_pre.reused_bytes) == (alone.compressed_bytes, 0)
+    listed = listing(with_pre.path)
+    assert " 300000 " in listed and " 400000 " in listed and " 200000 " in listed
