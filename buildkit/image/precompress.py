@@ -89,6 +89,8 @@ class Precompressor:
         segment, None when nothing was made."""
         self.growing.stop()
         self._thread.join()
+        if self.growing.failed:  # what it read may not be the layer (an engine's layer then comes from a save)
+            return None
         return (self.path, self.segment) if self.segment.files else None
 
     def _run(self) -> None:

@@ -71,8 +71,8 @@ class _Layers:
             tar = self._tars.get(number)
         if tar is None:
             blob, growing = self.blobs[number], None
-            if self.make is not None and blob.chunks is not None and blob.digest is not None:
-                growing = Growing()  # a registry's layer: compress its large files while it arrives
+            if self.make is not None and blob.chunks is not None:
+                growing = Growing()  # a registry's or an engine's layer: compress its large files while it arrives
                 pre = Precompressor(spool_path(self.work, number + 1), growing, self.make, blob.what)
                 with self._lock:
                     self._pre[number] = pre
