@@ -2,7 +2,8 @@
 
 Set, it dates everything ckit writes (squashfs superblock and added files, SIF header, labels, manifest
 annotations) and makes those bytes reproducible; it is also part of the key of a stored conversion, so a store
-filled without it never serves bytes made without it. Unset or empty, ckit uses the current time.
+filled without it never serves bytes made without it. Unset or empty, a squashfs superblock still says 0 (a .sqsh is reproducible anyway); the SIF header, labels and
+annotations use the current time.
 """
 
 from __future__ import annotations

@@ -39,8 +39,8 @@ from .errors import ConvertError
 from .fsutil import fsync_dir, place_copy
 from .lease import Lease
 
-FORMAT_VERSION = 3  # bump when the bytes ckit writes for the same inputs change (2: ckit's own squashfs writer;
-# 3: data laid out layer by layer, directory indexes, the conversion time in the superblock)
+FORMAT_VERSION = 4  # bump when the bytes ckit writes for the same inputs change (2: ckit's own squashfs writer;
+# 3: data laid out layer by layer, directory indexes; 4: a .sqsh carries Charliecloud's /ch files and mount points)
 
 
 def default_root() -> Path:

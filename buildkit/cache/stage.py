@@ -6,7 +6,8 @@
 * a ckit stack: its newest engine build, converted and recorded under the stack's name (``--image STACK``);
 * a local ``.sif``/``.sqsh``: copied, verified, as it is named.
 
-The format follows the site's runtime (``.sqsh`` for Pyxis, ``.sif`` for Singularity/Apptainer, or ``--to``), the
+The format follows the site's runtime (``.sqsh`` for Pyxis and Charliecloud, ``.sif`` for Singularity/Apptainer, or
+``--to``: the runtime backends declare it), the
 compression what its kernel or runtime mounts (``squashfs_compressions``); a file that does not fit is refused
 (exit 2) with the command that makes one that does.
 """
@@ -21,7 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..cachedir.layout import CacheDir, safe_name
-from ..cachedir.lookup import TARGETS
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
@@ -85,11 +85,19 @@ def plan_stage(source: str, folder: Path, site: Site | None, *, to: str | None, 
     return StagePlan(source, kind, folder, target, label, site.name if site else None)
 
 
+def _artifact(kind: str) -> str:
+    """The file format runtime ``kind`` runs ("" for none, a reference runtime or an unknown name)."""
+    from ..launch.runtimes import REGISTRY
+
+    backend = REGISTRY.find(kind)
+    return backend.artifact if backend is not None else ""
+
+
 def site_target(site: Site | None) -> str | None:
-    """The format the site's first container runtime runs, or None."""
+    """The format the site's first runtime that runs image files runs, or None."""
     for runtime in site.runtimes if site is not None else ():
-        if runtime.kind in TARGETS:
-            return TARGETS[runtime.kind]
+        if _artifact(runtime.kind):
+            return _artifact(runtime.kind)
     return None
 
 
@@ -122,7 +130,7 @@ def check_fits(path: Path, kind: str, site: Site, target: str | None) -> None:
 
 
 def _runtime_of(site: Site) -> str:
-    return next((r.kind for r in site.runtimes if r.kind in TARGETS), "no container runtime")
+    return next((r.kind for r in site.runtimes if _artifact(r.kind)), "no container runtime")
 
 
 def stage_file(src: Path, folder: Path, site: Site | None, target: str | None) -> StageResult:

@@ -7,8 +7,8 @@ file name.
 * ``REGISTRY/REPO:TAG`` → ``refs/tags/…``: the digest the tag had when it was staged (``ckit stage`` records the
   reference as written and in its canonical form, e.g. ``ubuntu:24.04`` and ``docker.io/library/ubuntu:24.04``).
 
-Only an artifact in the format of the runtime (``.sqsh`` for Pyxis, ``.sif`` for Singularity/Apptainer) whose
-compression the site mounts counts.
+Only an artifact in the format of the runtime (its backend's ``artifact``: ``.sqsh`` for Pyxis and Charliecloud,
+``.sif`` for Singularity/Apptainer; the caller passes it) whose compression the site mounts counts.
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ from typing import Any
 
 from ..errors import ConfigError
 from .layout import is_key, safe_name
-
-TARGETS = {"pyxis": "sqsh", "singularity": "sif", "apptainer": "sif"}
 
 
 def expand_folder(text: str | None) -> Path | None:
@@ -71,11 +69,11 @@ def lookup(folder: Path, value: str, target: str, allowed: tuple[str, ...] = (),
     return _pick(folder, f"images/*@sha256-{hexdigest}.{target}.*.json", target, allowed)
 
 
-def find_staged(value: str, *, runtime: str, shared_dir: str | None, compressions: tuple[str, ...],
-                site: str, stack: bool) -> str | None:
-    """The path of what was staged for ``value`` for ``runtime`` in the site's shared folder; None when nothing was
-    (a registry reference then runs from the registry). A stack that was never staged is bad input."""
-    target = TARGETS.get(runtime)
+def find_staged(value: str, *, runtime: str, target: str | None, shared_dir: str | None,
+                compressions: tuple[str, ...], site: str, stack: bool) -> str | None:
+    """The path of what was staged for ``value`` for ``runtime`` (which runs ``target`` files, None: none) in the
+    site's shared folder; None when nothing was (a registry reference then runs from the registry). A stack that
+    was never staged is bad input."""
     folder = expand_folder(shared_dir)
     if stack and (target is None or folder is None):
         if target is None:

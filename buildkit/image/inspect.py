@@ -23,7 +23,8 @@ SQUASHFS_MAGIC = b"hsqs"
 COMPRESSORS = {1: "gzip", 2: "lzma", 3: "lzo", 4: "xz", 5: "lz4", 6: "zstd"}
 _SUPERBLOCK = struct.Struct("<IIIIIHHHHHHQQ")
 BASE_ENV_SCRIPTS = {"01-base.sh", "94-appsbase.sh", "95-apps.sh", "99-base.sh", "99-runtimevars.sh"}
-ENROOT_FILES = ("/etc/rc", "/etc/rc.local", "/etc/environment", "/etc/fstab")
+# Enroot's files, then Charliecloud's (ch-run --set-env reads /ch/environment): what a .sqsh carries for its runtimes
+SQSH_FILES = ("/etc/rc", "/etc/rc.local", "/etc/environment", "/etc/fstab", "/ch/environment", "/ch/metadata.json")
 
 
 def detect(path: Path) -> str:
@@ -148,7 +149,7 @@ def inspect_sqsh(path: Path) -> dict[str, Any]:
     squash = SquashReader(path)
     return {
         "file": str(path), "format": "sqsh", "size": path.stat().st_size, "superblock": superblock(path),
-        "unsquashfs": squash.superblock_text(), "files": {name: squash.cat(name) for name in ENROOT_FILES},
+        "unsquashfs": squash.superblock_text(), "files": {name: squash.cat(name) for name in SQSH_FILES},
     }
 
 

@@ -218,7 +218,8 @@ class _Production:
         """Write the squashfs, copying what the records offer; when an earlier image turns out changed or
         damaged, its records are dropped and the squashfs is written again without them."""
         decompress = decompressor(p.compression.algo)
-        mkfs_time = p.epoch if p.epoch is not None else int(time.time())
+        # Unset, the superblock says 0 (as before reuse existed): the same image always gives the same .sqsh bytes.
+        mkfs_time = p.epoch if p.epoch is not None else 0
         usable = {n: rec for n, rec in enumerate(found) if rec is not None}
         while True:
             earlier: dict[int, Earlier] = {}
@@ -288,9 +289,10 @@ def _index(blobs: Sequence[LayerBlob], found: dict[str, list[Record | None]], la
 
 def _additions(p: ConvertPlan, config: ImageConfig) -> tuple[list[RootfsEntry], Ownership]:
     if p.target == "sqsh":
-        from . import enroot_rootfs
+        from . import charliecloud_rootfs, enroot_rootfs
 
-        return enroot_rootfs.entries(config, provenance=p.provenance), Ownership(all_root=True, fixperms=True)
+        additions = [*enroot_rootfs.entries(config, provenance=p.provenance), *charliecloud_rootfs.entries(config)]
+        return additions, Ownership(all_root=True, fixperms=True)
     from . import apptainer_rootfs
 
     return apptainer_rootfs.entries(config, deffile=p.deffile, source_date_epoch=p.epoch), Ownership()

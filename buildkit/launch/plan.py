@@ -123,15 +123,18 @@ class LaunchPlan:
 
 
 def classify_image(value: str, site: Site, runtime: Runtime) -> Image:
-    """A local file path, a ckit stack name (found in the site's shared image folder) or a registry reference."""
+    """A local file path, a ckit stack name (found in the site's shared image folder, in the format the runtime
+    runs) or a registry reference."""
     if "\n" in value or not value.strip():
         raise ConfigError(f"--image {value!r} is not an image", hint="give a path, a registry reference or a stack name")
     if value.startswith(("/", "./", "../", "~")) or value.endswith(_PATH_SUFFIXES):
         return Image("path", value)
     from ..cachedir.lookup import find_staged
+    from .runtimes import REGISTRY
 
+    target = REGISTRY.get(runtime.kind, "--runtime").artifact or None
     # a stack, or a reference `ckit stage` staged: the file in the site's shared image folder, found by its index
-    staged = find_staged(value, runtime=runtime.kind, shared_dir=site.shared_image_dir,
+    staged = find_staged(value, runtime=runtime.kind, target=target, shared_dir=site.shared_image_dir,
                          compressions=site.squashfs_compressions, site=site.name, stack=bool(_STACK.fullmatch(value)))
     if staged is not None:
         return Image("path", staged)

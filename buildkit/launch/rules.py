@@ -65,8 +65,11 @@ def enforce(plan: LaunchPlan) -> tuple[str, ...]:
         raise PolicyError("\n".join(broken) if len(broken) == 1 else
                           f"{len(broken)} rules of site {plan.site.name} are broken:\n  " + "\n  ".join(broken),
                           hint=f"`ckit sites show {plan.site.name}` lists its rules")
+    from . import runtimes
+
+    backend = runtimes.REGISTRY.get(plan.runtime.kind, "--runtime")
     warnings = []
-    if plan.image is not None and plan.image.is_registry and plan.runtime.kind in ("singularity", "apptainer", "pyxis"):
+    if plan.image is not None and plan.image.is_registry and backend.refs and backend.artifact:  # imports per node
         warnings.append(f"every node imports {plan.image.value} from its registry; `ckit stage` it once to "
                         f"{plan.site.shared_image_dir or 'a shared folder'} and pass the path instead")
     if plan.request.keep_container and plan.image is not None and plan.image.is_registry \

@@ -42,7 +42,8 @@ PARTITION = _obj("One Slurm partition.", {
 
 RUNTIME = _obj("One container runtime (or none) available on the compute nodes.", {
     "kind": _str("How the program is started, a runtime ckit knows (`ckit backends`): singularity/apptainer "
-                 "(a SIF), pyxis (srun --container-image), podman, or none (directly, with the site's modules).",
+                 "(a SIF), pyxis (srun --container-image), charliecloud (ch-run of a .sqsh), podman, or none (directly, "
+                 "with the site's modules).",
                  pattern=_NAME),
     "module": _str("Environment module loaded before the runtime is used (e.g. singularity/3.11.0)."),
     "command": _str("The runtime's executable when it differs from the kind (e.g. singularity for apptainer)."),

@@ -7,7 +7,8 @@
 Everything lives under the run dir (``CKIT_RUN_DIR``, default ``<repo>/.run``); RUN/env.sh holds the client
 variables. Components: podman, busybox, debian (base images), registry (127.0.0.1:5000), registry-auth (:5001,
 htpasswd), registry-tls (:5002, test CA), munge, slurm, frameworks (a venv with torch, mpi4py, tensorflow-cpu,
-ray for --runtime none jobs), horovod (Horovod with Gloo built against Debian's torch).
+ray for --runtime none jobs), framework-wheels (their wheels, for the test image), horovod (Horovod with Gloo
+built against Debian's torch), charliecloud (ch-run's unprivileged user, /dev/fuse).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from .charliecloud import Charliecloud
 from .daemon import Component, ComponentError, run_dir
-from .frameworks import FrameworkVenv, HorovodVenv
+from .frameworks import FrameworkVenv, FrameworkWheels, HorovodVenv
 from .images import BusyboxImage, DebianImage
 from .podman import PodmanService
 from .registry import AuthRegistry, Registry, TLSRegistry
@@ -37,7 +39,9 @@ COMPONENTS: dict[str, type[Component]] = {
         Munge,
         Slurm,
         FrameworkVenv,
+        FrameworkWheels,
         HorovodVenv,
+        Charliecloud,
     )
 }
 

@@ -18,10 +18,10 @@ step() { printf '\n== %s\n' "$*"; }
 rm -rf "$out/recipes" "$out/artifacts" "$out/pulled" "$out/launch" "$out/sites"
 mkdir -p "$out"/{recipes,artifacts,pulled,launch,sites}
 
-step "1. render every stack (Dockerfile and .def)"
+step "1. render every stack (its build context: Dockerfile, Singularity.def and the files they copy)"
 for stack in $("$ckit" recipes --json | "$py" -c 'import json,sys; print(" ".join(s["name"] for s in json.load(sys.stdin)["stacks"]))'); do
-  "$ckit" -q render "$stack" --format docker -o "$out/recipes/$stack.Dockerfile"
-  "$ckit" -q render "$stack" --format singularity -o "$out/recipes/$stack.def"
+  "$ckit" -q render "$stack" --format docker -o "$out/recipes/$stack/"
+  "$ckit" -q render "$stack" --format singularity -o "$out/recipes/$stack/"
 done
 
 step "starting podman (docker API), a local registry and Slurm"

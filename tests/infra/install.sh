@@ -19,6 +19,8 @@ PACKAGES=(
   python3-torch python3-numpy python3-mpi4py openmpi-bin libpmix-dev lmod
   # Horovod's sdist builds against Debian's torch with its headers (libtorch-dev, pybind11-dev)
   libtorch-dev pybind11-dev cmake g++
+  # Charliecloud's ch-run (0.31, SquashFUSE built in): --runtime charliecloud jobs run ckit's .sqsh unprivileged
+  charliecloud-runtime
   # script lint, base images
   shellcheck mmdebstrap busybox-static
   # python venv for the Makefile, CA bundle for the mirror
@@ -54,7 +56,8 @@ apt-get install -y -q --no-install-recommends $todo || die "apt-get install fail
 left=$(missing)
 [ -z "$left" ] || die "still not installed: $(echo "$left" | tr '\n' ' ')"
 for tool in podman runc docker-registry htpasswd slurmctld slurmd munged sbatch mmdebstrap siftool tar2sqfs \
-            mksquashfs unsquashfs shellcheck skopeo umoci openssl setpriv torchrun mpirun nsenter unshare; do
+            mksquashfs unsquashfs shellcheck skopeo umoci openssl setpriv torchrun mpirun nsenter unshare ch-run \
+            runuser useradd; do
   command -v "$tool" >/dev/null || die "$tool not on PATH after install"
 done
 [ -x /bin/busybox ] || die "/bin/busybox missing after installing busybox-static"

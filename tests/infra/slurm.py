@@ -202,6 +202,7 @@ class Slurm(Component):
             for shared in (NODE_TMP, RAY_TMP):
                 private = self.home / "nodes" / node / Path(shared).name
                 private.mkdir(parents=True, exist_ok=True)
+                private.chmod(0o1777)  # as a node's /tmp: every user's jobs write there (unprivileged Ray, PMIx)
                 Path(shared).mkdir(exist_ok=True)
                 binds.append(f"mount --bind {private} {shared}")
             inner = f"hostname {node} && {' && '.join(binds)} && exec \"$@\""

@@ -7,6 +7,10 @@ component by pid, unless it was started with ``bash tests/infra/start.sh`` (kept
 
 from __future__ import annotations
 
+import contextlib
+import io
+import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -16,8 +20,9 @@ from typing import TypeVar
 import pytest
 
 from tests.infra import components
+from tests.infra.charliecloud import Charliecloud
 from tests.infra.daemon import Component
-from tests.infra.frameworks import FrameworkVenv, HorovodVenv
+from tests.infra.frameworks import FrameworkVenv, FrameworkWheels, HorovodVenv
 from tests.infra.images import BusyboxImage, DebianImage
 from tests.infra.podman import PodmanService
 from tests.infra.registry import AuthRegistry, Registry, RegistryInfo, TLSRegistry
@@ -143,3 +148,31 @@ def horovod() -> Iterator[HorovodVenv]:
     """A venv with Horovod (Gloo, PyTorch) built against Debian's python3-torch."""
     with running(HorovodVenv()) as venv:
         yield venv
+
+
+@pytest.fixture(scope="session")
+def framework_wheels(frameworks: FrameworkVenv) -> Iterator[FrameworkWheels]:
+    """The frameworks venv's pins as wheels (``.path``, with requirements.txt), for an image built offline."""
+    with running(FrameworkWheels()) as wheels:
+        yield wheels
+
+
+@pytest.fixture(scope="session")
+def charliecloud() -> Iterator[Charliecloud]:
+    """ch-run, and the unprivileged user ``.user`` (pwd entry) that may use /dev/fuse and user namespaces."""
+    with running(Charliecloud()) as component:
+        yield component
+
+
+@pytest.fixture(scope="session")
+def busybox_sqsh(busybox_image: str, charliecloud: Charliecloud) -> Iterator[Path]:
+    """busybox as a .sqsh written by ``ckit convert``, in a folder every user can read (ch-run runs it)."""
+    from buildkit.cli import main
+
+    folder = Path(tempfile.mkdtemp(prefix="ckit-sqsh-", dir="/tmp"))
+    folder.chmod(0o755)
+    path = folder / "busybox.sqsh"
+    with contextlib.redirect_stdout(io.StringIO()):  # convert prints the path: not into a test's capsys
+        assert main(["-q", "convert", f"docker-daemon:{busybox_image}", "--to", "sqsh", "-o", str(path)]) == 0
+    yield path
+    shutil.rmtree(folder, ignore_errors=True)

@@ -159,12 +159,13 @@ def oci_layouts(index: Any, manifest: Any, config: Any) -> None:
 @SETTINGS
 @given(SHAPED)
 def image_configs(blob: Any) -> None:
-    from buildkit.image import apptainer_rootfs, enroot_rootfs
+    from buildkit.image import apptainer_rootfs, charliecloud_rootfs, enroot_rootfs
     from buildkit.image.model import ImageConfig
 
     def build() -> None:
         config = ImageConfig.from_image_config(blob)
         enroot_rootfs.entries(config, provenance="oci:x")
+        charliecloud_rootfs.entries(config)
         apptainer_rootfs.entries(config, deffile="bootstrap: oci\nfrom: x\n", source_date_epoch=0)
         apptainer_rootfs.oci_config_json(config)
     only_clear_errors(build)

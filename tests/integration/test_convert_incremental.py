@@ -258,3 +258,17 @@ def test_layers_from_a_compressed_layout_are_reused_without_decompressing(tmp_pa
     monkeypatch.setattr(layerfile, "_gunzip", lambda reader, out, what: (gunzips.append(what), real(reader, out, what)))
     warm = convert(oci_layout(tmp_path / "b", [*BASE, _top("b")]), "sqsh", store=store)
     assert len(gunzips) == 1 and warm.reused_bytes > 0  # only the new top layer was decompressed
+
+
+def test_without_source_date_epoch_a_sqsh_is_still_reproducible(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset, the superblock time is 0: a warm and a cold conversion (two caches, two times) give the same bytes,
+    which the Pyxis importer's kill -9 test relies on when it compares what two caches serve."""
+    monkeypatch.delenv("SOURCE_DATE_EPOCH")
+    store = Store(tmp_path / "store")
+    convert(_archive(tmp_path / "before.tar", BASE), "sqsh", store=store)
+    source = _archive(tmp_path / "now.tar", [*BASE, _top("a")])
+    warm = convert(source, "sqsh", store=store)
+    monkeypatch.setattr(produce_mod.time, "time", lambda: 2_000_000_000.0)  # a later run, another second
+    cold = convert(source, "sqsh", store=Store(tmp_path / "cold"))
+    assert warm.reused_bytes > 0 and cold.reused_bytes == 0
+    assert warm.path.read_bytes() == cold.path.read_bytes()

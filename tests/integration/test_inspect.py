@@ -12,6 +12,7 @@ import pytest
 from buildkit import process
 from buildkit.cli import main
 from buildkit.image import apptainer_rootfs as A
+from buildkit.image import charliecloud_rootfs as C
 from buildkit.image import enroot_rootfs as E
 from buildkit.image.model import ImageConfig
 from buildkit.image.sif import write_apptainer_sif
@@ -54,7 +55,7 @@ def ckit_sif(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def enroot_sqsh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     tree = tmp_path / "tree"
     tree.mkdir()
-    materialize(tree, E.entries(CONFIG, provenance="docker://localhost#demo:1"))
+    materialize(tree, [*E.entries(CONFIG, provenance="docker://localhost#demo:1"), *C.entries(CONFIG)])
     monkeypatch.chdir(tmp_path)
     return squash(tree, tmp_path / "image.sqsh")
 
@@ -91,7 +92,9 @@ def test_inspect_enroot_sqsh(enroot_sqsh: Path, capsys: pytest.CaptureFixture[st
     report = json.loads(out)
     assert report["files"] == {"/etc/rc": E.rc_text(CONFIG, provenance="docker://localhost#demo:1"),
                                "/etc/rc.local": E.RC_LOCAL.decode(), "/etc/environment": "PATH=/usr/bin:/bin\n"
-                               "LANG=C.UTF-8\n", "/etc/fstab": E.fstab_text(CONFIG)}
+                               "LANG=C.UTF-8\n", "/etc/fstab": E.fstab_text(CONFIG),
+                               "/ch/environment": "LANG=C.UTF-8\nPATH=/usr/bin:/bin\n",
+                               "/ch/metadata.json": C.metadata_text(CONFIG)}
     assert report["superblock"]["created"] == "1970-01-01T00:00:00Z"
     assert any(line.startswith("Compression gzip") for line in report["unsquashfs"])
 

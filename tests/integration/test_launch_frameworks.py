@@ -1,16 +1,22 @@
 """The real-run matrix: 2-task jobs written and submitted by ``ckit launch`` on the local Slurm's two namespaced
 nodes (partition ``multi``: n1 and n2, two hosts, two addresses), each doing a real collective whose result both
 ranks must agree on. Images are built by ``ckit build`` from a test recipe; ``--runtime none`` jobs use a venv
-(Debian's python3-torch and mpi4py, tensorflow-cpu and ray from PyPI: tests/infra/frameworks.py).
+(Debian's python3-torch and mpi4py, tensorflow-cpu and ray from PyPI: tests/infra/frameworks.py), and
+``--runtime charliecloud`` jobs the same image as a ``.sqsh`` (``ckit build … --to sqsh``), which carries all four.
 
 Every job runs twice: submitted by ckit with ``SBATCH_EXPORT=NONE`` in the submit environment, and the same
-script submitted with ``sbatch --export=NONE``: neither may keep ckit's variables from the tasks.
+script submitted with ``sbatch --export=NONE``: neither may keep ckit's variables from the tasks. Charliecloud
+jobs run once each way: as root (ckit submits), and as an unprivileged user (``sbatch --export=NONE`` run by that
+user, from a folder it owns): ch-run needs no privilege.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -28,32 +34,88 @@ MODES = ("SBATCH_EXPORT=NONE", "sbatch --export=NONE")
 TORCHRUN_ENV = ("--env", "PET_REDIRECTS=9:1", "--env", "PET_TEE=9:1")
 
 
-@pytest.fixture(scope="module")
-def torch_image(podman, debian_image) -> str:  # type: ignore[no-untyped-def]
-    """``ckit build test-torch`` (Debian 12 + python3-torch + Open MPI/mpi4py); a repeat is a cache hit."""
+@dataclass(frozen=True)
+class How:
+    """Where the tasks run and how the job is submitted."""
+
+    runtime: str  # podman, none or charliecloud
+    mode: str  # one of MODES
+    user: bool = False  # submitted by the unprivileged test user
+
+    def __str__(self) -> str:
+        return f"{self.runtime}-{'user' if self.user else 'root'}-{'env' if self.mode == MODES[0] else 'flag'}"
+
+
+CHARLIECLOUD = (How("charliecloud", MODES[0]), How("charliecloud", MODES[1], user=True))
+IN_IMAGE = (*(How("podman", m) for m in MODES), *CHARLIECLOUD)  # torch in the image
+ON_NODE = (*(How("none", m) for m in MODES), *CHARLIECLOUD)  # a venv on the node, or the image
+
+
+def build(*args: str) -> dict:
     import contextlib
     import io
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert main(["--recipes", str(RECIPES), "-q", "build", "test-torch", "--json"]) == 0
-    return json.loads(out.getvalue())["tag"]
+        assert main(["--recipes", str(RECIPES), "-q", "build", "test-torch", *args, "--json"]) == 0
+    return json.loads(out.getvalue())
+
+
+@pytest.fixture(scope="module")
+def torch_image(podman, debian_image, framework_wheels) -> str:  # type: ignore[no-untyped-def]
+    """``ckit build test-torch`` (Debian 12: python3-torch, Open MPI + mpi4py; tensorflow-cpu and ray in /opt/venv
+    from the frameworks' wheels); a repeat is a cache hit."""
+    return build("--set", f"files.src={framework_wheels.path}")["tag"]
+
+
+@pytest.fixture(scope="module")
+def torch_sqsh(torch_image, framework_wheels, charliecloud) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    """The same build as a .sqsh (the image is a cache hit: one conversion), in a folder every user can read."""
+    folder = Path(tempfile.mkdtemp(prefix="ckit-sqsh-", dir="/tmp"))
+    folder.chmod(0o755)
+    built = build("--set", f"files.src={framework_wheels.path}", "--to", "sqsh", "-o", str(folder))
+    yield next(a["path"] for a in built["artifacts"] if a["kind"] == "sqsh")
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def user_folder(charliecloud) -> Iterator[Path]:  # type: ignore[no-untyped-def]
+    """A submit folder the unprivileged user owns (under /tmp, which ch-run shares with the container)."""
+    folder = Path(tempfile.mkdtemp(prefix="ckit-job-", dir="/tmp"))
+    shutil.chown(folder, charliecloud.user.pw_uid, charliecloud.user.pw_gid)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def runtime_args(request: pytest.FixtureRequest, how: How) -> tuple[list[str], str]:
+    """``--runtime …`` and its image or venv, and the python to call."""
+    if how.runtime == "charliecloud":
+        return ["--runtime", "charliecloud", "--image", request.getfixturevalue("torch_sqsh")], "python"
+    if how.runtime == "podman":
+        env = [f"--env={k}={v}" for k, v in request.getfixturevalue("podman").env.items()
+               if k.startswith("CONTAINERS_")]
+        return ["--runtime", "podman", "--image", request.getfixturevalue("torch_image"), *env], "python3"
+    return ["--runtime", "none", "--venv", str(request.getfixturevalue("frameworks").path)], "python"
 
 
 def submit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], mode: str,
-           program: str, *args: str) -> tuple[int, list[dict], str]:
-    """Copy ``program`` into the submit folder, launch it on partition multi; the CKIT-RESULT lines of the log."""
+           program: str, *args: str, user: str | None = None) -> tuple[int, list[dict], str]:
+    """Copy ``program`` into the submit folder, launch it on partition multi; the CKIT-RESULT lines of the log.
+    With ``user``, ``tmp_path`` is a folder that user owns and the user submits the script ckit wrote."""
     shutil.copy(JOBS / program, tmp_path / program)
     monkeypatch.chdir(tmp_path)
     capsys.readouterr()
     argv = ["launch", "--site", "local", "-p", "multi", "-N", "2", "-J", "fw", "--script", "fw.sbatch", *args]
     if mode == "SBATCH_EXPORT=NONE":
+        assert user is None, "a user's job is submitted by the user (sbatch --export=NONE)"
         monkeypatch.setenv("SBATCH_EXPORT", "NONE")
         rc = main([*argv[:1], "--json", *argv[1:3], "--submit", "--wait", *argv[3:]])
         job = json.loads(capsys.readouterr().out)["job_id"]
     else:
         assert main([argv[0], "--no-submit", *argv[1:]]) == 0
-        job = run(["sbatch", "--export=NONE", "--parsable", "fw.sbatch"], timeout=60).stdout.strip().split(";")[0]
+        as_user = ["runuser", "-u", user, "--"] if user else []
+        job = run([*as_user, "sbatch", "--export=NONE", "--parsable", "fw.sbatch"], timeout=60).stdout.strip()
+        job = job.split(";")[0]
         rc = wait_for(job, poll=0.5)  # what --wait does (sbatch --wait's backoff would add ~30 s per job)
     text = (tmp_path / f"fw-{job}.out").read_text(errors="replace")
     # horovodrun prefixes its processes' lines ("[0]<stdout>:")
@@ -61,24 +123,35 @@ def submit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captu
     return rc, sorted(results, key=lambda r: r.get("rank", 0)), text
 
 
+@pytest.fixture
+def job(request, tmp_path, monkeypatch, capsys):  # type: ignore[no-untyped-def]
+    """``job(how, program, *args)``: :func:`submit` as ``how`` says, in a folder of the right owner."""
+
+    def launch(how: How, program: str, *args: str) -> tuple[int, list[dict], str, Path]:
+        folder, user = tmp_path, None
+        if how.user:
+            folder, user = request.getfixturevalue("user_folder"), request.getfixturevalue("charliecloud").user.pw_name
+        return (*submit(folder, monkeypatch, capsys, how.mode, program, *args, user=user), folder)
+
+    return launch
+
+
 def both_ranks_agree(results: list[dict], text: str) -> None:
     assert [r["rank"] for r in results] == [0, 1], text
     assert {r["host"] for r in results} == {"n1", "n2"} and {r["world"] for r in results} == {2}, text
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("how", IN_IMAGE, ids=str)
 @pytest.mark.parametrize("launcher", ["srun", "torchrun"])
-def test_ddp_in_the_image_through_podman(slurm, podman, torch_image, tmp_path, monkeypatch, capsys, mode, launcher):
-    podman_env = [f"--env={k}={v}" for k, v in podman.env.items() if k.startswith("CONTAINERS_")]
-    rc, results, text = submit(tmp_path, monkeypatch, capsys, mode, "ddp_check.py", "--runtime", "podman",
-                               "--image", torch_image, "--framework", "ddp", "--launcher", launcher, *podman_env,
-                               *(TORCHRUN_ENV if launcher == "torchrun" else ()),
-                               "--", "python3", "ddp_check.py")
+def test_ddp_in_the_image(slurm, request, job, how, launcher):
+    runtime, python = runtime_args(request, how)
+    rc, results, text, folder = job(how, "ddp_check.py", *runtime, "--framework", "ddp", "--launcher", launcher,
+                                    *(TORCHRUN_ENV if launcher == "torchrun" else ()), "--", python, "ddp_check.py")
     assert rc == 0, text
     both_ranks_agree(results, text)
     assert {r["allreduce"] for r in results} == {3.0} and all(r["same_params"] for r in results), text
     assert results[0]["params"] == results[1]["params"] and {r["master"] for r in results} == {"n1"}
-    assert {r["cwd"] for r in results} == {str(tmp_path)}  # the submit folder, mounted and started in
+    assert {r["cwd"] for r in results} == {str(folder)}  # the submit folder, mounted and started in
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -93,36 +166,50 @@ def test_ddp_from_a_venv(slurm, frameworks, tmp_path, monkeypatch, capsys, mode,
     assert [r["local_rank"] for r in results] == [0, 0]
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_mpi_allreduce(slurm, frameworks, tmp_path, monkeypatch, capsys, mode):
+@pytest.mark.parametrize("how", ON_NODE, ids=str)
+def test_mpi_allreduce(slurm, request, job, how):
     """Debian's Open MPI speaks PMIx only (no PMI-2 client: ompi_info lists pmix ext3x/isolated/flux), so --mpi pmix."""
-    rc, results, text = submit(tmp_path, monkeypatch, capsys, mode, "mpi_check.py", "--runtime", "none",
-                               "--venv", str(frameworks.path), "--framework", "mpi", "--mpi", "pmix",
-                               "--", "python", "mpi_check.py")
+    runtime, python = runtime_args(request, how)
+    rc, results, text, _ = job(how, "mpi_check.py", *runtime, "--framework", "mpi", "--mpi", "pmix",
+                               "--", python, "mpi_check.py")
     assert rc == 0, text
     both_ranks_agree(results, text)
     assert {r["allreduce"] for r in results} == {3} and {tuple(r["hosts"]) for r in results} == {("n1", "n2")}
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_tf_multiworker_one_step(slurm, frameworks, tmp_path, monkeypatch, capsys, mode):
-    rc, results, text = submit(tmp_path, monkeypatch, capsys, mode, "tf_check.py", "--runtime", "none",
-                               "--venv", str(frameworks.path), "--framework", "tf", "--", "python", "tf_check.py")
+def test_mpi_ranks_of_a_node_share_one_charliecloud_container(slurm, torch_sqsh, tmp_path, monkeypatch, capsys):
+    """Two ranks per node: ch-run --join puts them in one user namespace, so Open MPI's single-copy shared
+    memory (CMA) works (in two containers it warns "CMA is not available due to different user namespaces")."""
+    rc, results, text = submit(tmp_path, monkeypatch, capsys, MODES[0], "mpi_check.py", "--tasks-per-node", "2",
+                               "--runtime", "charliecloud", "--image", torch_sqsh, "--framework", "mpi",
+                               "--mpi", "pmix", "--", "python", "mpi_check.py")
+    assert rc == 0, text
+    assert [r["rank"] for r in results] == [0, 1, 2, 3] and {r["allreduce"] for r in results} == {10}, text
+    assert "CMA is" not in text and "different user namespaces" not in text
+
+
+@pytest.mark.parametrize("how", ON_NODE, ids=str)
+def test_tf_multiworker_one_step(slurm, request, job, how):
+    runtime, python = runtime_args(request, how)
+    rc, results, text, _ = job(how, "tf_check.py", *runtime, "--framework", "tf", "--", python, "tf_check.py")
     assert rc == 0, text
     both_ranks_agree(results, text)
     assert results[0]["params"] == results[1]["params"], text
     assert [w.split(":")[0] for w in results[0]["workers"]] == ["n1", "n2"]
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_ray_driver_sees_both_nodes(slurm, frameworks, tmp_path, monkeypatch, capsys, mode):
-    rc, results, text = submit(tmp_path, monkeypatch, capsys, mode, "ray_check.py", "--runtime", "none",
-                               "--venv", str(frameworks.path), "--framework", "ray", "--", "python", "ray_check.py")
+@pytest.mark.parametrize("how", ON_NODE, ids=str)
+def test_ray_driver_sees_both_nodes(slurm, request, job, how):
+    runtime, python = runtime_args(request, how)
+    # Ray's temp dir is per node (/tmp/ray), not per user: root's runs left their files there, so a second user
+    # on the same nodes needs a folder of its own (as on any shared node)
+    own = ["--env", f"RAY_TMPDIR=/tmp/ray/{request.getfixturevalue('charliecloud').user.pw_name}"] if how.user else []
+    rc, results, text, _ = job(how, "ray_check.py", *runtime, *own, "--framework", "ray",
+                               "--", python, "ray_check.py")
     assert rc == 0, text
     (result,) = results
     assert result["nodes"] == 2 and result["addresses"] == ["10.233.0.11", "10.233.0.12"], text
     assert result["task_hosts"] == ["n1", "n2"] and result["driver"] == "n1"
-
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("table", ["v1", "legacy"])

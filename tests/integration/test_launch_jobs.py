@@ -37,20 +37,28 @@ def test_modules_and_venv_reach_the_tasks(slurm, frameworks, tmp_path, monkeypat
     assert f"PY={frameworks.path}/bin/python" in text
 
 
-def test_a_submit_environment_without_user(slurm, podman, busybox_image, tmp_path, monkeypatch, capsys):
-    """set -u and ${USER} in a site mount: the script falls back to SLURM_JOB_USER."""
+@pytest.mark.parametrize("runtime", ["podman", "charliecloud"])
+def test_a_submit_environment_without_user(slurm, podman, busybox_image, tmp_path, monkeypatch, capsys, request,
+                                           runtime):
+    """set -u and ${USER} in a site mount: the script falls back to SLURM_JOB_USER (ch-run refuses to start
+    without USER at all); the mount point of a .sqsh must exist in it (ckit's carry /mnt/0 … /mnt/9)."""
+    if runtime == "podman":
+        kind, image, dest = "{kind: podman, flags: [--network=host, --ulimit=nofile=4096:4096, " \
+                            "--ulimit=nproc=4096:4096]}", busybox_image, "/data"
+    else:
+        kind, image, dest = "{kind: charliecloud}", str(request.getfixturevalue("busybox_sqsh")), "/mnt/0"
     (tmp_path / "sites").mkdir()
     (tmp_path / "sites" / "lab.yaml").write_text(
-        "name: lab\ndescription: podman with a per-user mount\nscheduler: slurm\n"
-        "partitions: {debug: {cpus_per_node: 2}}\ndefault_partition: debug\n"
-        f"runtimes: [{{kind: podman, flags: [--network=host, --ulimit=nofile=4096:4096, --ulimit=nproc=4096:4096]}}]\n"
-        f"mounts: ['{tmp_path}/data-$USER:/data']\nshared_image_dir: null\ncompute_internet: true\n")
+        f"name: lab\ndescription: {runtime} with a per-user mount\nscheduler: slurm\n"
+        f"partitions: {{debug: {{cpus_per_node: 2}}}}\ndefault_partition: debug\nruntimes: [{kind}]\n"
+        f"mounts: ['{tmp_path}/data-$USER:{dest}']\nshared_image_dir: null\ncompute_internet: true\n")
     (tmp_path / f"data-{os.environ.get('USER', 'root')}").mkdir()
     (tmp_path / f"data-{os.environ.get('USER', 'root')}" / "f").write_text("per-user data\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("USER", raising=False)
-    rc, out = _ckit(capsys, "--sites", str(tmp_path / "sites"), "launch", "--site", "lab", "--image", busybox_image,
-                    "-J", "nouser", "--submit", "--wait", "--json", "--", "cat", "/data/f")
+    monkeypatch.delenv("HOME", raising=False)
+    rc, out = _ckit(capsys, "--sites", str(tmp_path / "sites"), "launch", "--site", "lab", "--image", image,
+                    "-J", "nouser", "--submit", "--wait", "--json", "--", "cat", f"{dest}/f")
     text = Path(json.loads(out)["output"]).read_text()
     assert rc == 0 and text == "per-user data\n", text
 
@@ -107,13 +115,16 @@ def _in_a_pty(argv: list[str], typed: bytes, timeout: float = 90) -> tuple[int, 
     return os.waitstatus_to_exitcode(status), out.decode(errors="replace")
 
 
-@pytest.mark.parametrize("runtime", ["podman", "none"])
-def test_shell_gives_a_terminal_on_a_compute_node(slurm, podman, busybox_image, tmp_path, monkeypatch, runtime):
+@pytest.mark.parametrize("runtime", ["podman", "charliecloud", "none"])
+def test_shell_gives_a_terminal_on_a_compute_node(slurm, podman, busybox_image, tmp_path, monkeypatch, request,
+                                                  runtime):
     monkeypatch.chdir(tmp_path)
-    image = ["--image", busybox_image] if runtime == "podman" else []
+    image = {"podman": ["--image", busybox_image]}.get(runtime, [])
+    if runtime == "charliecloud":
+        image = ["--image", str(request.getfixturevalue("busybox_sqsh"))]
     code, out = _in_a_pty([sys.executable, "-m", "buildkit.cli", "shell", "--site", "local", "--runtime", runtime, *image],
                           b"echo IN-$((6*7)) $(pwd) $SLURM_JOB_NAME; test -t 0 && echo TTY; exit 3\n")
     assert code == 3, out
     assert re.search(rf"IN-42 {re.escape(str(tmp_path))} ckit-shell\r?\n", out) and "TTY" in out, out
-    if runtime == "podman":
+    if runtime != "none":
         assert "BusyBox" in out

@@ -1,4 +1,5 @@
-"""Arguments reach the program verbatim through every runtime: ``$(…)``, quotes, spaces, globs.
+"""Arguments reach the program verbatim through every runtime: ``$(…)``, quotes, spaces, globs (Charliecloud's
+``ch-run`` too: its ``--`` hands them to the program as they are).
 
 singularity/apptainer are not packaged for Debian 12, so a stand-in ``singularity`` runs what the real one runs:
 the SIF's own ``/.singularity.d/actions/ACTION`` script, in a chroot of the SIF's squashfs (ckit wrote the SIF;
@@ -82,12 +83,14 @@ def test_singularity_jobs_pass_arguments_verbatim(slurm, sif_root, lab, capsys, 
     assert not list(lab.glob("pwned*")) and not list(sif_root[1].glob("pwned*"))
 
 
-@pytest.mark.parametrize("runtime", ["none", "podman"])
-def test_none_and_podman_pass_arguments_verbatim(slurm, podman, busybox_image, tmp_path, monkeypatch, capsys,
-                                                 runtime):
+@pytest.mark.parametrize("runtime", ["none", "podman", "charliecloud"])
+def test_none_podman_and_charliecloud_pass_arguments_verbatim(slurm, podman, busybox_image, tmp_path, monkeypatch,
+                                                              capsys, request, runtime):
     monkeypatch.chdir(tmp_path)
     capsys.readouterr()
-    image = ["--image", busybox_image] if runtime == "podman" else []
+    image = {"podman": ["--image", busybox_image]}.get(runtime, [])
+    if runtime == "charliecloud":
+        image = ["--image", str(request.getfixturevalue("busybox_sqsh"))]
     rc = main(["launch", "--site", "local", "--runtime", runtime, *image, "-J", "vb", "--framework", "ddp",
                "--submit", "--wait", "--json", "--", "printf", "ARGS[%s]\\n", json.dumps(list(ARGS))[1:-1]])
     data = json.loads(capsys.readouterr().out)

@@ -121,7 +121,7 @@ def test_render_launch_stage_and_pull_refuse_devices_and_their_inputs(tmp_path: 
     for output, says in ((null, "is a character device"), (sif, "does not overwrite its input")):
         clean_failure(run(*launch[:-2], "--script", str(output), "--no-submit", *launch[-2:], cwd=tmp_path), 2, says=says)
     assert sif.read_bytes() == original and stat.S_ISCHR(os.stat(null).st_mode)
-    staged = run("stage", str(sif), "--site", "local", "--dest", str(tmp_path),
+    staged = run("stage", str(sif), "--dest", str(tmp_path),
                  env={"CKIT_CACHE_DIR": str(tmp_path / "c")})
     clean_failure(staged, 2, says="does not overwrite its input")
     assert sif.read_bytes() == original

@@ -218,6 +218,7 @@ def test_stage_to_a_sites_shared_image_folder(registry, tmp_path: Path, monkeypa
     profile = yaml.safe_load(builtin.read_text())
     profile["name"] = "stagetest"
     profile["shared_image_dir"] = str(tmp_path / "shared" / "$USER")
+    profile["runtimes"] = [{"kind": "apptainer"}]  # a site that runs .sif files (local's first is charliecloud: .sqsh)
     sites_dir = tmp_path / "sites"
     sites_dir.mkdir()
     (sites_dir / "stagetest.yaml").write_text(yaml.safe_dump(profile))

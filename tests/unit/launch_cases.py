@@ -82,6 +82,10 @@ def all_slurm_cases() -> dict[str, tuple[str, LaunchRequest]]:
              for fw in fws}
     cases["local-podman-ddp"] = ("local", LaunchRequest(command=COMMAND, framework="ddp", runtime="podman",
                                                         image="localhost/busybox:1.36", tasks_per_node=2))
+    for fw in ("ddp", "ray"):
+        cases[f"local-charliecloud-{fw}"] = ("local", LaunchRequest(
+            command=COMMAND, framework=fw, runtime="charliecloud", image="/scratch/images/app.sqsh",
+            tasks_per_node=2 if fw == "ddp" else None, mounts=("/data:/mnt/0",), env=(("GREETING", "hello"),)))
     cases["local-mindspore-legacy"] = ("local", LaunchRequest(command=COMMAND, framework="mindspore",
                                                               rank_table="legacy", devices_per_node=4))
     cases["local-mindspore-msrun"] = ("local", LaunchRequest(command=COMMAND, framework="mindspore",

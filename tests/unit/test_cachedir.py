@@ -151,7 +151,7 @@ def test_an_unstaged_reference_still_runs_from_the_registry(tmp_path: Path) -> N
     site = dataclasses.replace(load_site("oci"), shared_image_dir=str(tmp_path / "none-here"))
     plan = plan_launch(site, LaunchRequest(command=("true",), image="nvcr.io/nvidia/pytorch:24.06-py3"))
     assert plan.image is not None and plan.image.kind == "ref"
-    assert find_staged("x/y:1", runtime="podman", shared_dir=str(tmp_path), compressions=(), site="local",
+    assert find_staged("x/y:1", runtime="podman", target=None, shared_dir=str(tmp_path), compressions=(), site="local",
                        stack=False) is None
 
 

@@ -145,7 +145,7 @@ def test_mail_and_error_log_and_log_name():
 
 # shape: backends by name -------------------------------------------------------------------------------------------
 def test_backends_are_registered_by_name():
-    assert set(runtimes.REGISTRY.names()) == {"singularity", "apptainer", "pyxis", "podman", "none"}
+    assert set(runtimes.REGISTRY.names()) == {"singularity", "apptainer", "pyxis", "charliecloud", "podman", "none"}
     assert set(frameworks.REGISTRY.names()) == {"none", "ddp", "horovod", "tf", "mindspore", "ray", "nccl-tests",
                                                 "mpi"}
     assert set(schedulers.REGISTRY.names()) == {"slurm", "dlws"}

@@ -1,0 +1,85 @@
+"""Charliecloud: ``ch-run`` of a ``.sqsh`` in each task, unprivileged (user namespaces; SquashFUSE built in).
+
+What ch-run (0.31, Debian 12) does not do by itself, ckit's job does:
+
+* the image ENV: ``--set-env`` reads the image's ``/ch/environment`` (written by ``ckit convert --to sqsh``),
+  with ``--env-no-expand`` so values arrive as the image declares them; then every variable the job exports
+  (the site's and ``--env`` values, ranks and addresses) is set again, so it wins over the image's, as with
+  Pyxis's ``--container-env``;
+* the working directory: ``--cd`` the submit folder (``--workdir`` changes it), bound at its own path;
+* ``USER``: ch-run refuses to start without it, and a submit environment may lack it (a batch job has
+  ``SLURM_JOB_USER``; the ``salloc`` of ``ckit shell`` not even that); ``--home`` binds ``$HOME`` at
+  ``/home/$USER``, so a submit folder in the home is reachable;
+* several tasks per node share one container (``--join``): Open MPI's single-copy shared memory (CMA) does not
+  work between user namespaces.
+
+A SquashFS image is read-only and ch-run 0.31 cannot create mount points in it: every bind destination must
+exist in the image. ch-run shares the host's ``/tmp``; ckit's ``.sqsh`` carries ``/home`` and ``/mnt/0`` …
+``/mnt/9`` (``--mount /data:/mnt/0 --workdir /mnt/0``). The command runs as given: no entrypoint re-reads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ...errors import ConfigError
+from ..shell import expand_quote, q, qv
+from . import SUBMIT_MOUNT, RuntimeBackend, workdir_word
+
+if TYPE_CHECKING:
+    from ..plan import LaunchPlan
+
+SETUP = (
+    "# ch-run refuses to start without USER, and --home needs HOME; a bare submit environment may lack both",
+    'export USER="${USER:-${SLURM_JOB_USER:-$(id -un)}}"',
+    'export HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d : -f 6)}"',
+)
+
+
+def _binds(plan: LaunchPlan) -> list[str]:
+    """``SRC:DST`` words: site mounts may name $USER/$HOME (expanded in the job), the user's stay verbatim;
+    ``:rw`` is what ch-run does anyway."""
+    words = []
+    for index, mount in enumerate(plan.mounts):
+        plain = ":".join(mount.split(":")[:2])
+        words.append(expand_quote(plain) if index < len(plan.site.mounts) else q(plain))
+    return words
+
+
+class Charliecloud(RuntimeBackend):
+    name = "charliecloud"
+    summary = "ch-run of a .sqsh in each task, unprivileged (Charliecloud)"
+    order = 25
+    files = (".sqsh", ".squashfs")
+    artifact = "sqsh"
+
+    def check_plan(self, plan: LaunchPlan) -> None:
+        super().check_plan(plan)
+        for mount in plan.mounts:
+            if mount.endswith(":ro"):
+                raise ConfigError(f"--runtime charliecloud cannot bind {mount} read-only: ch-run 0.31 binds "
+                                  "read-write only", hint=f"drop ':ro' from {mount}, or use another --runtime")
+        if plan.gpus_per_node:
+            raise ConfigError(
+                "--runtime charliecloud runs a .sqsh read-only, and its GPUs need the host's NVIDIA libraries "
+                "injected into an unpacked image (ch-convert IMAGE.sqsh DIR; ch-fromhost --nvidia DIR), which "
+                "ckit does not run", hint="use --runtime pyxis or singularity for GPU jobs, or --gpus-per-node 0")
+
+    def setup(self, plan: LaunchPlan) -> tuple[str, ...]:
+        words = [q(plan.runtime.command or "ch-run"), *(q(f) for f in plan.runtime.flags)]
+        if plan.tasks_per_node > 1:  # one container per node: MPI's shared memory (CMA) needs one user namespace
+            words.append("--join")
+        words += ["--home", "--cd", workdir_word(plan), "-b", SUBMIT_MOUNT]
+        for bind in _binds(plan):
+            words += ["-b", bind]
+        return (*SETUP, "# ch-run in each task: the submit folder (bound) to start in, the image's ENV as written "
+                        "(/ch/environment)", f"ckit_ch_run=({' '.join(words)} --env-no-expand --set-env)")
+
+    def task_words(self, plan: LaunchPlan, exports: Sequence[str], tty: bool = False) -> list[str]:
+        # the job's own variables over the image's (single quotes: ch-run strips one pair)
+        return ['"${ckit_ch_run[@]}"', *(f"--set-env=\"{name}='${{{name}}}'\"" for name in exports),
+                qv("CKIT_IMAGE"), "--"]
+
+
+BACKENDS = (Charliecloud(),)
