@@ -224,7 +224,8 @@ class _Chunks:
             self.sha.update(data)
         if self._progress and data:
             self._progress(len(data))
-        return bytes(data)
+        whole = data.obj if isinstance(data.obj, bytes) and len(data) == len(data.obj) else None
+        return whole if whole is not None else bytes(data)  # a whole chunk is handed on without a copy
 
     def close(self) -> None:
         close = getattr(self._chunks, "close", None)

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ckit.convert")
 
-STREAMS = 4  # layers fetched at once from a registry
+STREAMS = 3  # layers fetched at once from a registry (docker's default too)
 
 
 class _Layers:
