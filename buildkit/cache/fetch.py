@@ -226,9 +226,10 @@ def _produce(cache: CacheDir, want: Want, client: Any, digest: str, log: Log) ->
 def _convert(cache: CacheDir, want: Want, client: Any, pinned: Reference, log: Log) -> tuple[str, bool, str]:
     from ..image import convert
     from ..image.registry_source import RegistrySource
+    from ..registry.blobstream import blob_chunks
 
     # the image read with the caller's client (the credentials that passed the access check)
-    source = RegistrySource(enroot_form(pinned), pinned, lambda: client)
+    source = RegistrySource(enroot_form(pinned), pinned, lambda: client, blob_chunks)
     plan = convert.plan(source, want.target, compress=want.compression)
     if want.holder:
         cache.hold(plan.key, want.holder)

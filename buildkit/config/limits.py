@@ -36,6 +36,8 @@ LIMITS: dict[str, Limit] = {
     "http_retry_wait": Limit("CKIT_HTTP_RETRY_WAIT", 60, 0, "the longest wait before a retry, whatever "
                              "Retry-After says", integer=False),
     # sizes of what is read into memory
+    "pull_piece": Limit("CKIT_PULL_PIECE", 4 * MiB, 64 * KiB, "bytes of one range request when a blob larger "
+                        "than two of them is fetched in pieces, several at once (all downloads hold at most eight)"),
     "manifest_size": Limit("CKIT_MAX_MANIFEST_SIZE", 4 * MiB, 1 * KiB, "bytes of a manifest, an image index or "
                            "index.json (registries cap manifests at 4 MiB too)"),
     "config_size": Limit("CKIT_MAX_CONFIG_SIZE", 16 * MiB, 1 * KiB, "bytes of an image config or a docker "

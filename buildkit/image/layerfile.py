@@ -20,15 +20,18 @@ import logging
 import os
 import types
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..errors import ConvertError, IntegrityError
 from ..oci.digest import hasher, parse_digest
 from .source import LayerBlob
+
+if TYPE_CHECKING:
+    from .precompress import Growing
 
 gzip_codec: types.ModuleType
 try:
@@ -120,14 +123,19 @@ class _Hashing:
 class _HashingWriter:
     """Writes to ``out`` and hashes the bytes (the uncompressed tar, for a diff_id check)."""
 
-    def __init__(self, out: BinaryIO, digest: str | None) -> None:
-        self.out = out
+    def __init__(self, out: BinaryIO, digest: str | None, growing: Growing | None = None) -> None:
+        self.out, self.growing = out, growing
         self.sha = hasher(parse_digest(digest)) if digest else None
 
     def write(self, data: bytes) -> int:
         if self.sha is not None:
             self.sha.update(data)
-        return self.out.write(data)
+        view = memoryview(data)
+        while view:  # unbuffered: what ``growing`` is told is on disk, for the precompressor to read
+            view = view[self.out.write(view):]
+        if self.growing is not None:
+            self.growing.advance(len(data))
+        return len(data)
 
 
 def _check(got: object, expected: str | None, what: str, kind: str) -> None:
@@ -155,12 +163,17 @@ def _verify_in_place(blob: LayerBlob, progress: Callable[[int], None] | None) ->
         _check(hashes[parse_digest(expected).algorithm], expected, blob.what, kind)
 
 
-def prepare(blob: LayerBlob, workdir: Path, number: int,
-            progress: Callable[[int], None] | None = None) -> LayerTar:
-    """``blob`` as a verified, uncompressed tar range, decompressing into ``workdir`` when it is compressed."""
+def spool_path(workdir: Path, number: int) -> Path:
+    return workdir / f"layer-{number}.tar"
+
+
+def prepare(blob: LayerBlob, workdir: Path, number: int, progress: Callable[[int], None] | None = None,
+            growing: Growing | None = None) -> LayerTar:
+    """``blob`` as a verified, uncompressed tar range, decompressing into ``workdir`` when it is compressed;
+    ``growing`` learns how much of a streamed layer's spool is written (see :mod:`.precompress`)."""
     if blob.chunks is not None:
         try:
-            return _assemble(blob, workdir / f"layer-{number}.tar", progress)
+            return _streamed(blob, spool_path(workdir, number), progress, growing)
         except (ConvertError, IntegrityError) as err:  # the engine's save is the reference
             if blob.fallback is None:
                 raise
@@ -192,22 +205,82 @@ def prepare(blob: LayerBlob, workdir: Path, number: int,
     return LayerTar(spool, 0, spool.stat().st_size, blob.what)
 
 
-def _assemble(blob: LayerBlob, spool: Path, progress: Callable[[int], None] | None) -> LayerTar:
-    """A layer whose bytes come as chunks (an engine's storage), spooled and checked against its diff_id."""
-    if blob.chunks is None or blob.diff_id is None:
-        raise ConvertError(f"{blob.what}: a layer assembled from an engine's storage needs its diff_id")
+class _Chunks:
+    """``read(n)`` over a layer that arrives as chunks (a registry download, an engine's storage), hashing what
+    passes through for a check against the blob's digest; ``head`` is what the compression is sniffed from."""
+
+    def __init__(self, chunks: Iterator[bytes], blob: LayerBlob, progress: Callable[[int], None] | None) -> None:
+        self._chunks, self._buf = chunks, memoryview(b"")
+        self.sha = hasher(parse_digest(blob.digest, blob.what)) if blob.digest else None
+        self._progress = progress
+        while len(self._buf) < 6 and (more := next(self._chunks, b"")):
+            self._buf = memoryview(bytes(self._buf) + more)
+        self.head = bytes(self._buf[:6])
+
+    def read(self, n: int = -1) -> bytes:
+        if not self._buf:
+            self._buf = memoryview(next(self._chunks, b""))
+        n = n if n and n > 0 else CHUNK
+        data, self._buf = self._buf[:n], self._buf[n:]
+        if self.sha is not None:
+            self.sha.update(data)
+        if self._progress and data:
+            self._progress(len(data))
+        whole = data.obj if isinstance(data.obj, bytes) and len(data) == len(data.obj) else None
+        return whole if whole is not None else bytes(data)  # a whole chunk is handed on without a copy
+
+    def close(self) -> None:
+        close = getattr(self._chunks, "close", None)
+        if close is not None:
+            close()  # a generator: its downloads stop
+
+
+def _streamed(blob: LayerBlob, spool: Path, progress: Callable[[int], None] | None,
+              growing: Growing | None = None) -> LayerTar:
+    """A layer whose bytes come as chunks, decompressed (gzip, zstd) or copied into ``spool`` as they arrive,
+    and checked against its digest (the compressed bytes) or, without one, its diff_id (the tar)."""
+    if blob.chunks is None or (blob.digest is None and blob.diff_id is None):
+        raise ConvertError(f"{blob.what}: a layer read as a stream needs its digest or its diff_id")
+    reader = _Chunks(blob.chunks(), blob, progress)
+    ok = False
     try:
-        with spool.open("wb") as raw_out:
-            out = _HashingWriter(raw_out, blob.diff_id)
-            for chunk in blob.chunks():
-                out.write(chunk)
-                if progress:
-                    progress(len(chunk))
-        _check(out.sha, blob.diff_id, blob.what, "diff_id")
+        with spool.open("wb", buffering=0) as raw_out:
+            out = _HashingWriter(raw_out, blob.diff_id if blob.digest is None else None, growing)
+            try:
+                _expand(reader, out, blob.what)
+            except ConvertError:
+                # Corrupt data in a blob that has a digest: read the rest, so that an altered blob is named as
+                # such (exit 4), not as a decompression error.
+                while reader.read(CHUNK):
+                    pass
+                _check(reader.sha, blob.digest, blob.what, "digest")
+                raise
+            while reader.read(CHUNK):  # whatever follows the compressed data counts for the digest too
+                pass
+        _check(reader.sha, blob.digest, blob.what, "digest")
+        _check(out.sha, blob.diff_id if blob.digest is None else None, blob.what, "diff_id")
+        ok = True
     except BaseException:
         spool.unlink(missing_ok=True)
         raise
+    finally:
+        reader.close()
+        if growing is not None:
+            growing.finish(ok)
     return LayerTar(spool, 0, spool.stat().st_size, blob.what)
+
+
+def _expand(reader: _Chunks, out: _HashingWriter, what: str) -> None:
+    """Decompress (gzip, zstd) or copy the layer from ``reader`` into ``out``."""
+    if reader.head.startswith(GZIP_MAGIC):
+        _gunzip(reader, out, what)  # type: ignore[arg-type]
+    elif reader.head.startswith(ZSTD_MAGIC):
+        _unzstd(reader, out, what)  # type: ignore[arg-type]
+    elif reader.head.startswith((XZ_MAGIC, BZIP2_MAGIC)):
+        raise ConvertError(f"{what}: xz/bzip2 layers are not supported", hint="OCI layers are tar, tar+gzip or tar+zstd")
+    else:
+        while data := reader.read(CHUNK):
+            out.write(data)
 
 
 def prepare_all(blobs: Sequence[LayerBlob], workdir: Path,

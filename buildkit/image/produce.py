@@ -13,6 +13,7 @@ the earlier image. After publishing, each target records its layers for the next
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import gc
@@ -20,7 +21,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,44 +32,81 @@ from ..errors import ConvertError
 from ..progress import Meter, Reporter
 from . import squashfs
 from .flatten import Tree
-from .layerfile import LayerTar, prepare
+from .layerfile import LayerTar, prepare, spool_path
 from .model import ImageConfig, RootfsEntry
+from .precompress import Growing, Precompressor
 from .source import LayerBlob
-from .squashfs_copy import Earlier, EarlierChanged
+from .squashfs_copy import Earlier, EarlierChanged, Segment
 from .squashfs_reuse import Columns, Record, Records
-from .squashfs_writer import Ownership, Stats, codec_version, decompressor
+from .squashfs_writer import Ownership, Stats, codec_version, compressor, decompressor
 
 if TYPE_CHECKING:
     from .convert import ConvertPlan
 
 log = logging.getLogger("ckit.convert")
 
+STREAMS = 3  # layers fetched at once from a registry (docker's default too)
+
 
 class _Layers:
     """The image's layers as verified tars, prepared on first use (compressed ones decompressed into ``work``)."""
 
-    def __init__(self, blobs: Sequence[LayerBlob], work: Path, progress: Callable[[int], None]) -> None:
-        self.blobs, self.work, self.progress = blobs, work, progress
+    def __init__(self, blobs: Sequence[LayerBlob], work: Path, progress: Callable[[int], None],
+                 make: Callable[[], Callable[[bytes], bytes]] | None = None) -> None:
+        self.blobs, self.work, self.make = blobs, work, make
         self._tars: dict[int, LayerTar] = {}
+        self._pre: dict[int, Precompressor] = {}
         self._lock = threading.Lock()
+        self._stop = threading.Event()
+
+        def advance(n: int) -> None:  # every chunk read passes here: where a failed sibling stops the others
+            if self._stop.is_set():
+                raise ConvertError("stopped: another layer failed")
+            progress(n)
+
+        self.progress = advance
 
     def get(self, number: int) -> LayerTar:
         with self._lock:
             tar = self._tars.get(number)
         if tar is None:
-            tar = prepare(self.blobs[number], self.work, number + 1, self.progress)
+            blob, growing = self.blobs[number], None
+            if self.make is not None and blob.chunks is not None:
+                growing = Growing()  # a registry's or an engine's layer: compress its large files while it arrives
+                pre = Precompressor(spool_path(self.work, number + 1), growing, self.make, blob.what)
+                with self._lock:
+                    self._pre[number] = pre
+            tar = prepare(blob, self.work, number + 1, self.progress, growing)
             with self._lock:
                 self._tars[number] = tar
         return tar
 
-    def prepare(self, numbers: Sequence[int]) -> None:
-        """Prepare several layers at once (compressed ones decompress concurrently, one thread per layer)."""
-        if len(numbers) > 1:
-            with ThreadPoolExecutor(max_workers=min(len(numbers), os.cpu_count() or 1)) as pool:
-                for future in [pool.submit(self.get, n) for n in numbers]:
-                    future.result()
-        for n in numbers:
-            self.get(n)
+    def precompressed(self) -> dict[int, tuple[Path, Segment]]:
+        """Stop the precompressors; what they made, by layer number."""
+        with self._lock:
+            pres = dict(self._pre)
+        made = {n: pre.result() for n, pre in pres.items()}
+        return {n: m for n, m in made.items() if m is not None}
+
+    @contextlib.contextmanager
+    def preparing(self, numbers: Sequence[int]) -> Iterator[Callable[[int], LayerTar]]:
+        """Prepare several layers at once and give a function that waits for one: the caller indexes layer 1
+        while later ones still download or decompress. Local compressed layers take one thread per CPU; layers
+        that arrive as streams (a registry's) :data:`STREAMS` at a time, as docker and skopeo pull."""
+        streamed = any(self.blobs[n].chunks is not None for n in numbers)
+        workers = min(len(numbers), max(os.cpu_count() or 1, STREAMS if streamed else 1))
+        if workers <= 1:
+            yield self.get
+            return
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="layer")
+        futures = {n: pool.submit(self.get, n) for n in numbers}
+        try:
+            yield lambda n: futures[n].result() if n in futures else self.get(n)
+        except BaseException:
+            self._stop.set()  # the others end at their next chunk (Ctrl-C does not wait for gigabytes)
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _created(config_blob: dict[str, Any]) -> int:
@@ -131,8 +169,13 @@ class _Production:
         self.digests = [b.digest or b.diff_id for b in mat.layers]
         found = {p.key: [self.records.find(d, p.compression.label, _codec(p)) if d else None for d in self.digests]
                  for p in self.plans}
-        self.layers = _Layers(mat.layers, self.work, reading)
-        tree, self.members = _index(mat.layers, found, self.layers, epoch if epoch is not None else _created(blob))
+        codecs = {(p.compression.algo, p.compression.level) for p in self.plans}
+        make = compressor(*next(iter(codecs))) if len(codecs) == 1 else None  # one codec: worth doing once
+        self.layers = _Layers(mat.layers, self.work, reading, make)
+        try:
+            tree, self.members = _index(mat.layers, found, self.layers, epoch if epoch is not None else _created(blob))
+        finally:
+            self.pre = self.layers.precompressed()
         self.records.forget_members()
         return tree, {key: [dataclasses.replace(r, members=[]) if r else None for r in recs]
                       for key, recs in found.items()}
@@ -181,6 +224,9 @@ class _Production:
         while True:
             earlier: dict[int, Earlier] = {}
             try:
+                for n, (path, segment) in self.pre.items():  # made with this plan's codec (one codec for all)
+                    earlier[n] = Earlier(os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)), 0, segment,
+                                         str(path), decompress, fresh=True)
                 for n, rec in list(usable.items()):
                     try:
                         earlier[n] = self.records.open(rec, decompress)
@@ -189,6 +235,10 @@ class _Production:
                 return squashfs.build(out, p.compression, tree, own, mkfs_time=mkfs_time, progress=advance,
                                       earlier=earlier, open_layer=self.layers.get)
             except EarlierChanged as changed:
+                if any(str(path) == changed.path for path, _ in self.pre.values()):  # never expected: a scratch file
+                    log.warning("%s changed while the conversion ran; compressing without it", changed.path)
+                    self.pre = {n: m for n, m in self.pre.items() if str(m[0]) != changed.path}
+                    continue
                 log.info("%s does not match its reuse records; converting without it", changed.path)
                 self.records.drop_artifact(usable.values(), changed.path)
                 usable = {n: r for n, r in usable.items()
@@ -220,18 +270,18 @@ def _index(blobs: Sequence[LayerBlob], found: dict[str, list[Record | None]], la
     record for is replayed from it instead of read. Also, for each layer read, its members file encoded (the
     members themselves are not kept: a large image has hundreds of thousands)."""
     read = [n for n in range(len(blobs)) if any(recs[n] is None for recs in found.values())]
-    layers.prepare(read)
     tree = Tree(default_mtime=mtime)
     encoded: list[bytes | None] = []
-    for n, blob in enumerate(blobs):
-        if n in read:
-            kept = Columns()
-            tree.add_layer(layers.get(n), kept)  # type: ignore[arg-type]
-            encoded.append(kept.encode())
-        else:
-            record = next(recs[n] for recs in found.values() if recs[n] is not None)
-            tree.replay_layer(record.members, blob.what)  # type: ignore[union-attr]
-            encoded.append(None)
+    with layers.preparing(read) as ready:
+        for n, blob in enumerate(blobs):
+            if n in read:
+                kept = Columns()
+                tree.add_layer(ready(n), kept)  # type: ignore[arg-type]
+                encoded.append(kept.encode())
+            else:
+                record = next(recs[n] for recs in found.values() if recs[n] is not None)
+                tree.replay_layer(record.members, blob.what)  # type: ignore[union-attr]
+                encoded.append(None)
     if tree.dropped:
         log.info("dropped: %s", ", ".join(f"{n} {why}" for why, n in sorted(tree.dropped.items())))
     return tree, encoded

@@ -1,18 +1,18 @@
 """``docker://REF``: an image read straight from a registry (OCI distribution API).
 
 Identifying costs two small requests (manifest, config blob; an index is resolved to this host's
-linux/<arch>). Materialising downloads the layer blobs into the work dir, four at a time, each sha256 checked
-while it streams; the flattener then reads those files like any other layer.
+linux/<arch>). The layers are streams: the converter fetches several at once and decompresses
+each as it arrives, checking its digest, into an uncompressed tar it then indexes and copies from.
 
-The image layer knows no registry client: the reference and a way to reach the registry are handed in
-(:mod:`buildkit.registry.source` does that with ckit's client), as the protocols below describe.
+The image layer knows no registry client: the reference, a way to reach the registry and the function that
+fetches a blob's bytes are handed in (:mod:`buildkit.registry.source` does that with ckit's client and
+:mod:`buildkit.registry.blobstream`), as the protocols below describe.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+import functools
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
@@ -21,9 +21,6 @@ from ..config import limits
 from ..errors import ConvertError, IntegrityError
 from ..oci.layout import Descriptor, descriptor, json_object
 from .source import INDEX_TYPES, Identity, LayerBlob, Materialized, Source, pick_platform, short
-
-CHUNK = 1 << 20
-DOWNLOADS = 4  # layers downloaded at once
 
 
 class ImageRef(Protocol):
@@ -59,11 +56,15 @@ class BlobClient(Protocol):
     def open_blob(self, repo: str, digest: str, size: int | None = None) -> AbstractContextManager[Blob]: ...
 
 
+# (client, repository, digest, size) -> the blob's bytes in order, unverified (the converter checks the digest)
+Chunks = Callable[[Any, str, str, int], Iterator[bytes]]
+
+
 class RegistrySource(Source):
-    def __init__(self, text: str, ref: ImageRef, connect: Callable[[], BlobClient]) -> None:
+    def __init__(self, text: str, ref: ImageRef, connect: Callable[[], BlobClient], chunks: Chunks) -> None:
         self.text, self.image_ref = text, str(ref)
         self.ref = ref
-        self._connect = connect
+        self._connect, self._chunks = connect, chunks
         self._client: BlobClient | None = None
         self._manifest: dict[str, Any] | None = None
         self._config: bytes | None = None
@@ -112,30 +113,13 @@ class RegistrySource(Source):
         return Identity(self._config, config_desc.digest)
 
     def materialize(self, workdir: Path, progress: Callable[[int], None] | None = None) -> Materialized:
-        """Download the layers, :data:`DOWNLOADS` at a time (as docker and skopeo do), each checked as it streams."""
+        """The layers as streams: nothing is downloaded here. Each layer's bytes are fetched when the converter
+        prepares it (several layers at once, and large ones as several byte ranges at once,
+        :mod:`buildkit.registry.blobstream`) and decompressed and checked as they arrive; only the decompressed
+        tar is spooled, never the compressed blob."""
         config = self.identify().config or b""
-        layers = list(enumerate(self._descriptors("layers"), start=1))
-        stop = threading.Event()
-
-        def fetch(item: tuple[int, Descriptor]) -> LayerBlob:
-            number, desc = item
-            path = workdir / f"blob-{number}"
-            with self.client.open_blob(self.ref.repository, desc.digest, desc.size) as reader, \
-                    path.open("wb") as out:
-                while chunk := reader.read(CHUNK):
-                    if stop.is_set():
-                        raise ConvertError(f"{self.text}: download of layer {number} stopped")
-                    out.write(chunk)
-                    if progress:
-                        progress(len(chunk))
-            return LayerBlob(path, 0, path.stat().st_size, f"layer {number} ({short(desc.digest)})")
-
-        pool = ThreadPoolExecutor(max_workers=max(1, min(len(layers), DOWNLOADS)))
-        try:
-            blobs = list(pool.map(fetch, layers))
-        except BaseException:
-            stop.set()  # the other downloads end at their next chunk (Ctrl-C does not wait for gigabytes)
-            raise
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-        return Materialized(config, blobs)
+        return Materialized(config, [
+            LayerBlob(workdir / f"layer-{number}.tar", 0, desc.size, f"layer {number} ({short(desc.digest)})",
+                      digest=desc.digest,
+                      chunks=functools.partial(self._chunks, self.client, self.ref.repository, desc.digest, desc.size))
+            for number, desc in enumerate(self._descriptors("layers"), start=1)])

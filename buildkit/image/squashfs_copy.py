@@ -28,7 +28,7 @@ from .squashfs_blocks import (
     pack,
 )
 
-CHECK_CHUNK = 8 << 20
+CHECK_CHUNK = 1 << 20  # per copying thread: enough to make the reads cheap, small enough to keep memory flat
 
 
 class EarlierChanged(Exception):  # noqa: N818 - a signal to convert from scratch, never shown to the user
@@ -64,6 +64,7 @@ class Earlier:
     segment: Segment
     path: str
     decompress: Callable[[bytes, int], bytes]
+    fresh: bool = False  # compressed in this conversion, while the layer streamed in (:mod:`.precompress`)
 
 
 class _Buffer(threading.local):

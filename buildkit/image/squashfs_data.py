@@ -187,7 +187,10 @@ class DataWriter:
             at, words, crc = old
             self._add_copy(earlier, at, sum(stored(w) for w in words), crc,
                            lambda pos: place.copied(pos, words, crc))
-            self.copied += inode.size
+            if earlier.fresh:
+                self.compressed += inode.size
+            else:
+                self.copied += inode.size
             return
         self._flush_copy()
         self.compressed += inode.size

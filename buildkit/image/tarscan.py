@@ -12,7 +12,7 @@ import math
 import os
 import tarfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
@@ -158,8 +158,10 @@ def _checksum_ok(buf: bytes) -> bool:
     return expected in (total % 65521, total % 65521 + 65521)
 
 
-def scan(f: BinaryIO, start: int, end: int, what: str) -> Iterator[Member]:
-    """Every member of the tar at ``[start, end)`` of ``f`` (a file with a descriptor: headers are pread)."""
+def scan(f: BinaryIO, start: int, end: int, what: str,
+         pread: Callable[[int, int, int], bytes] = os.pread) -> Iterator[Member]:
+    """Every member of the tar at ``[start, end)`` of ``f`` (a file with a descriptor: headers are pread, through
+    ``pread`` when given: a file still being written waits there for its bytes)."""
     pos = start
     global_pax: dict[str, str] = {}  # replaced, never mutated: members may share it
     pax: dict[str, str] | None = None
@@ -167,7 +169,6 @@ def scan(f: BinaryIO, start: int, end: int, what: str) -> Iterator[Member]:
     long_link: str | None = None
     mtime: float  # whole seconds in the header, fractional in PAX
     fd = f.fileno()
-    pread = os.pread
     max_meta = limits.size("tar_header_size")
     while pos < end:  # every pass moves pos forward by at least one block
         buf = pread(fd, BLOCK, pos) if pos + BLOCK <= end else b""  # one syscall per header: no seek

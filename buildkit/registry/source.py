@@ -9,6 +9,7 @@ from pathlib import Path
 from ..image.registry_source import RegistrySource
 from ..image.source import Reader, Source, parse_source
 from ..oci.sources import SourceSpec
+from .blobstream import blob_chunks
 from .client import RegistryClient
 from .reference import parse
 
@@ -19,7 +20,7 @@ def reader(*, insecure: bool = False, ca_file: Path | None = None) -> Reader:
     def read(spec: SourceSpec) -> Source:
         ref = parse(spec.ref or "")
         return RegistrySource(spec.text, ref, lambda: RegistryClient.for_reference(ref, insecure=insecure,
-                                                                                    ca_file=ca_file))
+                                                                                    ca_file=ca_file), blob_chunks)
 
     return read
 

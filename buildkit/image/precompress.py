@@ -1,0 +1,124 @@
+"""Compressing a streamed layer's large files while the layer still arrives, so the writer mostly copies.
+
+A layer read from a registry is decompressed into its spool file as it downloads (:mod:`.layerfile`); the
+squashfs writer can only start once every layer's headers are known (which files survive decides what goes
+where). Meanwhile a :class:`Precompressor` follows the spool as it grows: it scans its tar headers with the one
+tar reader (:func:`.tarscan.scan`, reading through :meth:`Growing.pread`, which waits for bytes not written
+yet) and compresses each file of a block or more, block by block, exactly as the writer would (the same
+:class:`.squashfs_blocks.Run` job and compressor), into a scratch file next to the spool.
+
+The result is a :class:`.squashfs_copy.Segment` of that scratch file, handed to the writer like a segment of an
+earlier image (:mod:`.squashfs_copy`): a surviving file found there is copied, CRC-checked, instead of
+compressed, so the image is byte for byte what the writer alone makes. Files the precompressor did not reach
+when the writer starts, small files (fragments) and the rootfs additions are compressed by the writer as usual.
+Nothing here counts before the layer's digest has matched: the writer starts only after every layer has.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+from ..errors import CkitError
+from .squashfs_blocks import BLOCK_SIZE, CopyRange, Output, Run, crc32
+from .squashfs_copy import Segment
+from .squashfs_data import RUN_BLOCKS
+from .tarscan import scan
+
+log = logging.getLogger("ckit.convert")
+
+END = 1 << 62  # "until the stream ends": the scan's end when the spool's size is not known yet
+
+
+class Abandoned(Exception):  # noqa: N818 - a signal between threads, never shown to the user
+    """The stream failed or the precompressor was stopped."""
+
+
+class Growing:
+    """A spool file being written: :meth:`pread` waits until the bytes asked for are there (or the stream ended)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.written, self.done, self.failed, self.stopped = 0, False, False, False
+
+    def advance(self, n: int) -> None:
+        with self._cond:
+            self.written += n
+            self._cond.notify_all()
+
+    def finish(self, ok: bool) -> None:
+        with self._cond:
+            self.done, self.failed = True, not ok
+            self._cond.notify_all()
+
+    def stop(self) -> None:
+        with self._cond:
+            self.stopped = True
+            self._cond.notify_all()
+
+    def wait(self, upto: int) -> int:
+        """Bytes available up to ``upto`` once that many are written or the stream has ended."""
+        with self._cond:
+            while self.written < upto and not self.done and not self.stopped:
+                self._cond.wait()
+            if self.failed or self.stopped:
+                raise Abandoned
+            return min(self.written, upto)
+
+    def pread(self, fd: int, n: int, pos: int) -> bytes:
+        return os.pread(fd, max(0, self.wait(pos + n) - pos), pos)
+
+
+class Precompressor:
+    """Follows one layer's spool on a thread of its own; :meth:`result` stops it and gives what it made."""
+
+    def __init__(self, spool: Path, growing: Growing, make: Callable[[], Callable[[bytes], bytes]],
+                 what: str) -> None:
+        self.spool, self.growing, self.make, self.what = spool, growing, make, what
+        self.path = spool.with_suffix(".pre")
+        self.segment = Segment()
+        self._thread = threading.Thread(target=self._run, name=f"precompress-{spool.stem}", daemon=True)
+        self._thread.start()
+
+    def result(self) -> tuple[Path, Segment] | None:
+        """Stop following (the file being compressed is finished first) and return the scratch file and its
+        segment, None when nothing was made."""
+        self.growing.stop()
+        self._thread.join()
+        if self.growing.failed:  # what it read may not be the layer (an engine's layer then comes from a save)
+            return None
+        return (self.path, self.segment) if self.segment.files else None
+
+    def _run(self) -> None:
+        try:
+            if self.growing.wait(1) == 0:
+                return  # an empty layer
+            with open(self.spool, "rb", buffering=0) as src, open(self.path, "wb", buffering=0) as out:
+                self._follow(src, Output(out.fileno()))
+        except Abandoned:
+            pass
+        except (CkitError, OSError) as err:  # the stream's own reading reports real problems
+            log.debug("%s: precompression stopped: %s", self.what, err)
+
+    def _follow(self, src: BinaryIO, out: Output) -> None:
+        compress, fd = self.make(), src.fileno()
+        for member in scan(src, 0, END, self.what, pread=self.growing.pread):
+            if not member.isreg() or member.size < BLOCK_SIZE or member.sparse:
+                continue
+            self.growing.wait(member.offset_data + member.size)
+            words, crc, start = [], 0, out.pos
+            for first in range(0, member.size, RUN_BLOCKS * BLOCK_SIZE):
+                if self.growing.stopped:
+                    return  # the writer starts: it compresses the rest of this file itself
+                size = min(RUN_BLOCKS * BLOCK_SIZE, member.size - first)
+                for data, word in Run((fd, member.offset_data + first, size), self.what)(compress):
+                    assert not isinstance(data, CopyRange)
+                    words.append(word)
+                    if word:
+                        crc = crc32(data, crc)
+                        out.write(data)
+            self.segment.files[member.offset_data] = (start, tuple(words), crc)
