@@ -136,6 +136,14 @@ def emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
+def emit_plan(plan: Any, as_json: bool) -> None:
+    """What ``--dry-run`` prints: the plan as ``{"plan": …}`` with ``--json``, else its description."""
+    if as_json:
+        emit_json({"plan": plan.as_json()})
+    else:
+        sys.stdout.write(plan.describe())
+
+
 @contextmanager
 def progress() -> Iterator[RichReporter]:
     """One progress display on stderr for the whole command (hidden with --quiet or when stderr is not a

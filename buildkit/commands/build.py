@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..errors import BuildError
-from .app import SETTINGS, JsonOpt, NgcOpt, SetOpt, StackArg, app, emit_json, info, progress
+from .app import SETTINGS, JsonOpt, NgcOpt, SetOpt, StackArg, app, emit_json, emit_plan, info, progress
 
 if TYPE_CHECKING:
     from ..engine.base import BuildFailed
@@ -47,10 +47,7 @@ def build(
                                recipes_dirs=SETTINGS.recipes_dirs)
     plan = prepared.plan
     if dry_run:
-        if as_json:
-            emit_json({"plan": plan.as_json()})
-        else:
-            typer.echo(plan.describe(), nl=False)
+        emit_plan(plan, as_json)
         return
     info(f"engine: {plan.engine_reason}")
     with progress() as reporter:

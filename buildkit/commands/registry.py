@@ -15,7 +15,7 @@ from ..image import SOURCE_FORMS
 from ..progress import Meter
 from ..registry.auth import ENV_PASSWORD, ENV_USER, Credentials, erase, from_env, store
 from ..registry.reference import api_host, parse, parse_registry
-from .app import SETTINGS, DryRunOpt, JsonOpt, NgcOpt, SetOpt, app, emit_json, info, progress, warn
+from .app import SETTINGS, DryRunOpt, JsonOpt, NgcOpt, SetOpt, app, emit_json, emit_plan, info, progress, warn
 
 if TYPE_CHECKING:  # the machinery is imported when a command runs (start-up time)
     from ..cache.stage import StagePlan, StageResult
@@ -285,10 +285,7 @@ def stage(
     folder = stage_dir(profile.shared_image_dir if profile else None, dest, site or "")
     plan = staging.plan_stage(ref, folder, profile, to=to, compress=compress, is_stack=_is_stack(ref))
     if dry_run:
-        if as_json:
-            emit_json({"plan": plan.as_json()})
-        else:
-            typer.echo(plan.describe(), nl=False)
+        emit_plan(plan, as_json)
         return
     if profile is not None and profile.compute_internet:
         info(f"note: the compute nodes of {site} reach the internet; staging is optional there")

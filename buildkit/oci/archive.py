@@ -17,7 +17,7 @@ from typing import Any
 from ..config import limits
 from ..errors import ConfigError, IntegrityError
 from .digest import parse_digest, verify_bytes
-from .layout import Descriptor, descriptor, json_object
+from .layout import Descriptor, index_manifests, json_object
 
 READ_SIZE = 1 << 20
 
@@ -116,10 +116,7 @@ class OciArchive:
         return json_object(data, f"{self.what}: index.json")
 
     def manifests(self) -> list[Descriptor]:
-        entries = self.index().get("manifests") or []
-        if not isinstance(entries, list):
-            raise IntegrityError(f"{self.what}: index.json manifests must be a list")
-        return [descriptor(e, f"{self.what}: index.json manifests[{n}]") for n, e in enumerate(entries)]
+        return index_manifests(self.index(), self.what)
 
     def _member(self, digest: str) -> tarfile.TarInfo:
         parsed = parse_digest(digest, f"{self.what}: blob")

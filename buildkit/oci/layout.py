@@ -97,10 +97,7 @@ class OciLayout:
         return json_object(data, f"{self.what}: index.json")
 
     def manifests(self) -> list[Descriptor]:
-        entries = self.index().get("manifests") or []
-        if not isinstance(entries, list):
-            raise IntegrityError(f"{self.what}: index.json manifests must be a list")
-        return [descriptor(e, f"{self.what}: index.json manifests[{n}]") for n, e in enumerate(entries)]
+        return index_manifests(self.index(), self.what)
 
     def blob_path(self, digest: str) -> Path:
         """The path of a blob named by a valid digest, under real (non-symlink) folders of the layout."""
@@ -140,3 +137,11 @@ class OciLayout:
             raise IntegrityError(f"{what} has {len(data)} bytes, its descriptor says {desc.size}")
         verify_bytes(data, desc.digest, what)
         return data
+
+
+def index_manifests(index: dict[str, Any], what: str) -> list[Descriptor]:
+    """The typed ``manifests`` of an OCI ``index.json`` (a layout's or an oci-archive's)."""
+    entries = index.get("manifests") or []
+    if not isinstance(entries, list):
+        raise IntegrityError(f"{what}: index.json manifests must be a list")
+    return [descriptor(e, f"{what}: index.json manifests[{n}]") for n, e in enumerate(entries)]
