@@ -128,8 +128,8 @@ def produce(plans: Sequence[ConvertPlan], store: store_mod.Store,
     collecting = gc.isenabled()
     gc.disable()
     try:
-        for p in plans:
-            store.clean_temps(p.key)
+        for plan in plans:
+            store.clean_temps(plan.key)
         production = _Production(plans, store, progress)
         with store.workdir(plans[0].key) as work:
             made = production.run(work)
@@ -139,8 +139,8 @@ def produce(plans: Sequence[ConvertPlan], store: store_mod.Store,
             gc.enable()
 
 
-def _codec(p: ConvertPlan) -> str:
-    return codec_version(p.compression.algo, p.compression.level)
+def _codec(plan: ConvertPlan) -> str:
+    return codec_version(plan.compression.algo, plan.compression.level)
 
 
 class _Production:
@@ -156,70 +156,73 @@ class _Production:
         with self.progress.meter("reading layers") as reading:
             tree, found = self._read(reading)
         # each target adds its files to its own copy of the index; the last one takes the index itself
-        return [self._target(p, tree.fork() if n < len(self.plans) - 1 else tree, found[p.key])
-                for n, p in enumerate(self.plans)]
+        return [self._target(plan, tree.fork() if n < len(self.plans) - 1 else tree, found[plan.key])
+                for n, plan in enumerate(self.plans)]
 
     def _read(self, reading: Meter) -> tuple[Tree, dict[str, list[Record | None]]]:
         """The image's config and the merged index of its layers (replayed from records where every target has
         one); ``reading`` counts the bytes read (their total is not known ahead: an engine's save has none)."""
         source, epoch = self.plans[0].source, self.plans[0].epoch
-        mat = source.materialize(self.work, reading)
-        blob = parse_json(mat.config, f"{source.text}: the image config", error=ConvertError)
+        materialized = source.materialize(self.work, reading)
+        blob = parse_json(materialized.config, f"{source.text}: the image config", error=ConvertError)
         self.config = ImageConfig.from_image_config(blob, f"{source.text}: the image config")
-        self.digests = [b.digest or b.diff_id for b in mat.layers]
-        found = {p.key: [self.records.find(d, p.compression.label, _codec(p)) if d else None for d in self.digests]
-                 for p in self.plans}
-        codecs = {(p.compression.algo, p.compression.level) for p in self.plans}
+        self.digests = [b.digest or b.diff_id for b in materialized.layers]
+        found = {plan.key: [self.records.find(d, plan.compression.label, _codec(plan)) if d else None
+                            for d in self.digests]
+                 for plan in self.plans}
+        codecs = {(plan.compression.algo, plan.compression.level) for plan in self.plans}
         make = compressor(*next(iter(codecs))) if len(codecs) == 1 else None  # one codec: worth doing once
-        self.layers = _Layers(mat.layers, self.work, reading, make)
+        self.layers = _Layers(materialized.layers, self.work, reading, make)
         try:
-            tree, self.members = _index(mat.layers, found, self.layers, epoch if epoch is not None else _created(blob))
+            dated = epoch if epoch is not None else _created(blob)
+            tree, self.members = _index(materialized.layers, found, self.layers, dated)
         finally:
             self.pre = self.layers.precompressed()
         self.records.forget_members()
         return tree, {key: [dataclasses.replace(r, members=[]) if r else None for r in recs]
                       for key, recs in found.items()}
 
-    def _target(self, p: ConvertPlan, tree: Tree,
+    def _target(self, plan: ConvertPlan, tree: Tree,
                 found: list[Record | None]) -> tuple[ConvertPlan, Path, dict[str, Any], Stats]:
-        additions, own = _additions(p, self.config)
+        additions, ownership = _additions(plan, self.config)
         tree.add_entries(additions, tree.default_mtime)
-        temp = self.store.temp_path(p.key, p.target)
+        temp = self.store.temp_path(plan.key, plan.target)
         try:
-            squash = temp if p.target == "sqsh" else self.work / f"rootfs-{p.key[:16]}.squashfs"
-            with self.progress.meter(f"writing .{p.target} ({p.compression.label})",
+            squash = temp if plan.target == "sqsh" else self.work / f"rootfs-{plan.key[:16]}.squashfs"
+            with self.progress.meter(f"writing .{plan.target} ({plan.compression.label})",
                                      total=tree.total_bytes()) as packing:
-                stats = self._squashfs(p, tree, own, squash, found, packing)
-            if p.target == "sif":
+                stats = self._squashfs(plan, tree, ownership, squash, found, packing)
+            if plan.target == "sif":
                 from . import apptainer_rootfs
                 from .sif import write_apptainer_sif
 
-                write_apptainer_sif(temp, deffile=p.deffile.encode(), squashfs=squash, arch=self.config.architecture,
+                write_apptainer_sif(temp, deffile=plan.deffile.encode(), squashfs=squash, arch=self.config.architecture,
                                     oci_config=apptainer_rootfs.oci_config_json(self.config),
-                                    source_date_epoch=p.epoch)
+                                    source_date_epoch=plan.epoch)
         except BaseException:
             temp.unlink(missing_ok=True)
             raise
-        meta = {"source": p.source.text, "source_digest": p.source_digest, "target": p.target,
-                "compression": p.compression.label, "created": int(time.time()), "source_date_epoch": p.epoch,
+        meta = {"source": plan.source.text, "source_digest": plan.source_digest, "target": plan.target,
+                "compression": plan.compression.label, "created": int(time.time()), "source_date_epoch": plan.epoch,
                 "reused_bytes": stats.copied, "compressed_bytes": stats.compressed}
-        return p, temp, meta, stats
+        return plan, temp, meta, stats
 
-    def publish(self, p: ConvertPlan, temp: Path, meta: dict[str, Any], stats: Stats) -> tuple[store_mod.Entry, Stats]:
+    def publish(self, plan: ConvertPlan, temp: Path, meta: dict[str, Any],
+                stats: Stats) -> tuple[store_mod.Entry, Stats]:
         """Verify and publish a target's temp file, then record where its layers' data lies in it."""
         from .convert import verifier
 
-        entry = self.store.publish(p.key, p.target, temp, meta, verifier(p.target))
-        self._record(p, entry, stats)
+        entry = self.store.publish(plan.key, plan.target, temp, meta, verifier(plan.target))
+        self._record(plan, entry, stats)
         return entry, stats
 
-    def _squashfs(self, p: ConvertPlan, tree: Tree, own: Ownership, out: Path, found: list[Record | None],
+    def _squashfs(self, plan: ConvertPlan, tree: Tree, ownership: Ownership, out: Path, found: list[Record | None],
                   advance: Callable[[int], None]) -> Stats:
         """Write the squashfs, copying what the records offer; when an earlier image turns out changed or
         damaged, its records are dropped and the squashfs is written again without them."""
-        decompress = decompressor(p.compression.algo)
+        decompress = decompressor(plan.compression.algo)
         # Unset, the superblock says 0 (as before reuse existed): the same image always gives the same .sqsh bytes.
-        mkfs_time = p.epoch if p.epoch is not None else 0
+        mkfs_time = plan.epoch if plan.epoch is not None else 0
         usable = {n: rec for n, rec in enumerate(found) if rec is not None}
         while True:
             earlier: dict[int, Earlier] = {}
@@ -232,7 +235,7 @@ class _Production:
                         earlier[n] = self.records.open(rec, decompress)
                     except OSError:  # removed since it was checked: convert that layer without it
                         del usable[n]
-                return squashfs.build(out, p.compression, tree, own, mkfs_time=mkfs_time, progress=advance,
+                return squashfs.build(out, plan.compression, tree, ownership, mkfs_time=mkfs_time, progress=advance,
                                       earlier=earlier, open_layer=self.layers.get)
             except EarlierChanged as changed:
                 if any(str(path) == changed.path for path, _ in self.pre.values()):  # never expected: a scratch file
@@ -247,10 +250,10 @@ class _Production:
                 for e in earlier.values():
                     os.close(e.fd)
 
-    def _record(self, p: ConvertPlan, entry: store_mod.Entry, stats: Stats) -> None:
+    def _record(self, plan: ConvertPlan, entry: store_mod.Entry, stats: Stats) -> None:
         """Record where each layer's data lies in the published artifact, for the next conversion."""
         base = 0
-        if p.target == "sif":
+        if plan.target == "sif":
             from .sif import read_sif
 
             partition = read_sif(entry.path).primary_partition()
@@ -259,7 +262,8 @@ class _Production:
             base = partition.offset
         st = entry.path.stat()
         self.records.save(
-            (Record(digest, p.compression.label, _codec(p), entry.path.name, (st.st_ino, st.st_size, st.st_mtime_ns),
+            (Record(digest, plan.compression.label, _codec(plan), entry.path.name,
+                    (st.st_ino, st.st_size, st.st_mtime_ns),
                     base, stats.segments[n], []), self.members[n])
             for n, digest in enumerate(self.digests) if digest)
 
@@ -287,12 +291,12 @@ def _index(blobs: Sequence[LayerBlob], found: dict[str, list[Record | None]], la
     return tree, encoded
 
 
-def _additions(p: ConvertPlan, config: ImageConfig) -> tuple[list[RootfsEntry], Ownership]:
-    if p.target == "sqsh":
+def _additions(plan: ConvertPlan, config: ImageConfig) -> tuple[list[RootfsEntry], Ownership]:
+    if plan.target == "sqsh":
         from . import charliecloud_rootfs, enroot_rootfs
 
-        additions = [*enroot_rootfs.entries(config, provenance=p.provenance), *charliecloud_rootfs.entries(config)]
+        additions = [*enroot_rootfs.entries(config, provenance=plan.provenance), *charliecloud_rootfs.entries(config)]
         return additions, Ownership(all_root=True, fixperms=True)
     from . import apptainer_rootfs
 
-    return apptainer_rootfs.entries(config, deffile=p.deffile, source_date_epoch=p.epoch), Ownership()
+    return apptainer_rootfs.entries(config, deffile=plan.deffile, source_date_epoch=plan.epoch), Ownership()
