@@ -105,13 +105,15 @@ def test_a_fast_registry_is_read_as_two_ranged_streams(tmp_path: Path, monkeypat
     """When the first piece comes faster than :data:`FAST` (0 here: always), the rest is one ranged answer."""
     from buildkit.image.convert import convert as convert_in_process
     from buildkit.registry import blobstream
+    from buildkit.registry.source import reader
     from buildkit.store import Store
 
     monkeypatch.setattr(blobstream, "FAST", 0)
     monkeypatch.setenv("CKIT_PULL_PIECE", str(PIECE))
     registry = Registry(slow=False)
     with HostileServer(registry) as server:
-        result = convert_in_process(f"docker://{server.host}/ckit/streamed:1", "sqsh", store=Store(tmp_path / "s"))
+        result = convert_in_process(f"docker://{server.host}/ckit/streamed:1", "sqsh", store=Store(tmp_path / "s"),
+                                    registry=reader())
         gets = layer_gets(server, registry)
     assert [g.headers.get("range") for g in gets] == [f"bytes=0-{PIECE - 1}",
                                                        f"bytes={PIECE}-{len(registry.layer) - 1}"]
@@ -183,6 +185,7 @@ def test_large_files_compressed_while_streaming_give_the_same_bytes(registry, tm
     from buildkit.image import produce
     from buildkit.image.convert import convert
     from buildkit.image.precompress import Growing
+    from buildkit.registry.source import reader
     from buildkit.store import Store
     from tests.integration.hostile_images import oci_layout
 
@@ -208,10 +211,10 @@ def test_large_files_compressed_while_streaming_give_the_same_bytes(registry, tm
 
     monkeypatch.setattr(produce._Layers, "precompressed", spied)
     monkeypatch.setattr(Growing, "stop", lambda self: None)  # let each precompressor finish its layer: no race
-    with_pre = convert(f"docker://{ref}", "sqsh", store=Store(tmp_path / "a"))
+    with_pre = convert(f"docker://{ref}", "sqsh", store=Store(tmp_path / "a"), registry=reader())
     assert made == [5]  # big, text, zeros; text (again) and more: every file of a block or more
     monkeypatch.setattr(produce._Layers, "precompressed", lambda self: [p.result() for p in self._pre.values()] and {})
-    alone = convert(f"docker://{ref}", "sqsh", store=Store(tmp_path / "b"))
+    alone = convert(f"docker://{ref}", "sqsh", store=Store(tmp_path / "b"), registry=reader())
     assert with_pre.path.read_bytes() == alone.path.read_bytes()
     assert (with_pre.compressed_bytes, with_pre.reused_bytes) == (alone.compressed_bytes, 0)
     listed = listing(with_pre.path)
