@@ -93,24 +93,17 @@ def _survivors(data: array[int], smalls: list) -> tuple[list[list[int]], dict[in
     """The layer's fragment groups (each a list of member sizes, as :func:`fragment_groups` packs them) and,
     per group with survivors, (index in the group, inode) of each surviving small file. ``smalls`` are the
     surviving small files in offset order: one walk along both lists."""
-    groups: list[list[int]] = []
+    packed = fragment_groups(data)
     survivors: dict[int, list[tuple[int, Inode]]] = {}
-    fill, k, upcoming = BLOCK_SIZE, 0, smalls[0].offset if smalls else -1
-    for offset, size in zip(data[::2], data[1::2], strict=True):
-        if size >= BLOCK_SIZE:
-            continue
-        if fill + size > BLOCK_SIZE:
-            groups.append([])
-            fill = 0
-        group = groups[-1]
-        if offset == upcoming:
-            small = smalls[k]
-            survivors.setdefault(len(groups) - 1, []).append((len(group), getattr(small, "inode", small)))
-            k += 1
-            upcoming = smalls[k].offset if k < len(smalls) else -1
-        group.append(size)
-        fill += size
-    return groups, survivors
+    k, upcoming = 0, smalls[0].offset if smalls else -1
+    for g, group in enumerate(packed):
+        for index, (offset, _size) in enumerate(group):
+            if offset == upcoming:
+                small = smalls[k]
+                survivors.setdefault(g, []).append((index, getattr(small, "inode", small)))
+                k += 1
+                upcoming = smalls[k].offset if k < len(smalls) else -1
+    return [[size for _offset, size in group] for group in packed], survivors
 
 
 class DataWriter:

@@ -6,6 +6,7 @@ the batch-level setup, the variables passed into containers and the steps that r
 
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +27,7 @@ class Glue:
     body: tuple[str, ...]
 
 
-class FrameworkBackend:
+class FrameworkBackend(abc.ABC):
     name = ""
     summary = ""
     order = 50
@@ -48,10 +49,12 @@ class FrameworkBackend:
         return launcher in self.per_node
 
     def check(self, plan: LaunchPlan) -> None:
-        """Refuse a plan this framework cannot run."""
+        """Refuse a plan this framework cannot run (by default it runs every plan)."""
+        return None
 
+    @abc.abstractmethod
     def glue(self, plan: LaunchPlan, exports: tuple[str, ...]) -> Glue:
-        raise NotImplementedError
+        """The framework's part of the job: batch-level setup, the variables tasks need, the steps."""
 
     def after_wait(self, plan: LaunchPlan, log: Path | None) -> dict[str, Any]:
         """What the finished job's log adds to the result (``ckit launch --wait``)."""

@@ -6,6 +6,7 @@ talks to the scheduler, and returns a :class:`LaunchResult`.
 
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,7 +56,7 @@ class LaunchResult:
         return data
 
 
-class SchedulerBackend:
+class SchedulerBackend(abc.ABC):
     name = ""
     summary = ""
     order = 50
@@ -71,11 +72,13 @@ class SchedulerBackend:
     def image(self, site: Site, image: Image | None) -> Image | None:
         return image
 
+    @abc.abstractmethod
     def render(self, plan: LaunchPlan) -> Any:
-        raise NotImplementedError
+        """The job in this scheduler's form (an sbatch script, a job form)."""
 
+    @abc.abstractmethod
     def execute(self, plan: LaunchPlan, job: Any, how: Execution) -> LaunchResult:
-        raise NotImplementedError
+        """Write, submit and follow ``job`` as ``how`` asks; what happened."""
 
 
 REGISTRY: Registry[SchedulerBackend] = Registry(__name__, __path__, "scheduler")
