@@ -39,6 +39,8 @@ DEFAULT_STALE = 120.0  # seconds without progress; a conversion reports progress
 BEAT_EVERY = 1.0
 WAIT_REPORT_EVERY = 15.0
 MAX_POLL = 0.25  # a waiter looks again at least this often (a stat and a small read each: cheap on NFS too)
+MIN_POLL = 0.02
+POLL_SHARE = 0.03  # between looks a waiter sleeps 3 % of its wait so far: it learns of the end at most ~3 % late
 HOST = socket.gethostname()
 
 
@@ -186,7 +188,7 @@ class Lease:
         return False without the lease. True: the lease is ours."""
         began = time.monotonic()
         watch = _Watch(self.stale)
-        delay, reported = 0.05, began
+        reported = began
         try:
             while not self.try_acquire():
                 if until is not None and until():
@@ -204,8 +206,8 @@ class Lease:
                     reported = now
                     who = seen[1].describe() if seen[1] else "an unknown holder"
                     self.on_wait(f"waiting for {who}, holding {self.path.name} for {now - began:.0f} s")
+                delay = min(max((now - began) * POLL_SHARE, MIN_POLL), MAX_POLL)
                 time.sleep(delay * (0.7 + 0.6 * os.urandom(1)[0] / 255))  # jitter: waiters spread out
-                delay = min(delay * 1.5, MAX_POLL)
         except BaseException:
             self.own.unlink(missing_ok=True)
             raise

@@ -17,21 +17,19 @@ start-up plus one registry round trip.
 from __future__ import annotations
 
 import os
-import re
-import socket
 import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ..errors import CkitError
-from . import config as config_mod
+from . import peers
 
 if TYPE_CHECKING:  # the fetch machinery loads only when an image is fetched (start-up time)
     from .fetch import Served
 
 PROG = "ckit-pyxis-importer"
 USAGE = f"usage: {PROG} get IMAGE_URI | {PROG} release"
-_UNSAFE = re.compile(r"[^A-Za-z0-9._@-]")
+UNSAFE = r"[^A-Za-z0-9._@-]"
 
 
 def log(message: str) -> None:
@@ -41,8 +39,11 @@ def log(message: str) -> None:
 
 def holder_id(env: Mapping[str, str]) -> str:
     """The step, as a file name: ``<job>.<step>@<host>``."""
+    import re
+    import socket
+
     job, step = env.get("SLURM_JOB_ID") or "nojob", env.get("SLURM_STEP_ID") or "nostep"
-    return _UNSAFE.sub("_", f"{job}.{step}@{socket.gethostname()}")[:200]
+    return re.sub(UNSAFE, "_", f"{job}.{step}@{socket.gethostname()}")[:200]
 
 
 def _flag(value: str | None) -> bool:
@@ -52,6 +53,7 @@ def _flag(value: str | None) -> bool:
 def get(uri_text: str, env: Mapping[str, str]) -> Served:
     from ..cachedir.layout import CacheDir
     from ..image.squashfs import choose
+    from . import config as config_mod
     from ..lease import STALE_ENV
     from .fetch import Want, ensure
     from .netrc import lookup
@@ -83,6 +85,7 @@ def release(env: Mapping[str, str]) -> int:
     """Drop this step's holds; never fails (Pyxis may call it twice, and after a SIGKILL)."""
     from ..cachedir.layout import CacheDir
     from ..lease import clear_if_gone
+    from . import config as config_mod
 
     holder = holder_id(env)
     try:
@@ -107,7 +110,11 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     sys.stdout = sys.stderr  # the stdout contract: only the path, whatever a library might print
     try:
         if len(args) == 2 and args[0] == "get":
-            path = str(get(args[1], env).path)
+            marker = peers.claim(args[1], env)  # first, before the start-up work a waiter should not compete with
+            try:
+                path = str(get(args[1], env).path)
+            finally:
+                peers.drop(marker)
         elif args == ["release"]:
             release(env)
             return 0

@@ -17,7 +17,6 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import process
 from ..config import limits
 from ..config.jsondoc import parse as parse_json
 from ..errors import ConfigError, RegistryError
@@ -125,12 +124,16 @@ def resolve(host: str, config_path: Path | None = None) -> Credentials | None:
 
 
 def _helper_argv(helper: str, action: str) -> list[str]:
+    from .. import process  # only credential helpers run programs: the importer's start-up skips loading it
+
     name = f"docker-credential-{helper}"
     process.require(name, purpose=f"read registry credentials (credsStore/credHelpers {helper!r})")
     return [name, action]
 
 
 def helper_get(helper: str, server: str) -> Credentials | None:
+    from .. import process
+
     result = process.run(_helper_argv(helper, "get"), input=server, check=False, step="credential helper")
     if result.returncode != 0:
         if "credentials not found" in (result.stdout + result.stderr).lower():
@@ -146,6 +149,8 @@ def helper_get(helper: str, server: str) -> Credentials | None:
 
 def _helper_store(helper: str, server: str, creds: Credentials) -> None:
     payload = json.dumps({"ServerURL": server, "Username": creds.username, "Secret": creds.password})
+    from .. import process
+
     process.run(_helper_argv(helper, "store"), input=payload, step="credential helper", secrets=creds.secrets())
 
 
@@ -175,6 +180,8 @@ def store(host: str, creds: Credentials, config_path: Path | None = None) -> str
 
 def _helper_erase(helper: str, server: str) -> bool:
     """Ask the helper to forget ``server``; False when it had nothing stored."""
+    from .. import process
+
     result = process.run(_helper_argv(helper, "erase"), input=server, check=False, step="credential helper")
     if result.returncode == 0:
         return True

@@ -34,8 +34,8 @@ MAX_TOKEN_REPLY = 1 << 20
 
 
 def _context(insecure: bool, ca_file: Path | None) -> ssl.SSLContext:
-    if insecure:
-        context = ssl.create_default_context()
+    if insecure:  # nothing is verified, so the system's CA certificates are not loaded (20 ms of start-up)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
         return context

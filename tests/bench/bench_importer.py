@@ -53,7 +53,8 @@ def get(uri: str, cache: Path, job: int = 1) -> subprocess.CompletedProcess[str]
     conf = cache.parent / f"importer-{cache.name}.yaml"
     conf.write_text(f"cache: {cache}\n")
     env = {"PATH": os.environ["PATH"], "HOME": str(cache.parent), "CKIT_IMPORTER_CONFIG": str(conf),
-           "SLURM_JOB_ID": str(job), "SLURM_STEP_ID": "0", "PYXIS_VERSION": "0.24.0"}
+           "SLURM_JOB_ID": str(job), "SLURM_STEP_ID": "0", "PYXIS_VERSION": "0.24.0",
+           "ENROOT_ALLOW_HTTP": "1"}  # as enroot itself needs for a registry over plain http
     done = subprocess.run([IMPORTER, "get", uri], env=env, capture_output=True, text=True, check=False)  # noqa: S603
     if done.returncode != 0:
         raise RuntimeError(f"importer get failed: {done.stderr}")
