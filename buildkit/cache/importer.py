@@ -53,8 +53,8 @@ def _flag(value: str | None) -> bool:
 def get(uri_text: str, env: Mapping[str, str]) -> Served:
     from ..cachedir.layout import CacheDir
     from ..image.squashfs import choose
-    from . import config as config_mod
     from ..lease import STALE_ENV
+    from . import config as config_mod
     from .fetch import Want, ensure
     from .netrc import lookup
     from .uri import parse_uri
