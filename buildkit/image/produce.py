@@ -30,7 +30,7 @@ from .. import store as store_mod
 from ..config.jsondoc import parse as parse_json
 from ..errors import ConvertError
 from ..progress import Meter, Reporter
-from . import squashfs
+from . import malloc, squashfs
 from .flatten import Tree
 from .layerfile import LayerTar, prepare, spool_path
 from .model import ImageConfig, RootfsEntry
@@ -127,6 +127,7 @@ def produce(plans: Sequence[ConvertPlan], store: store_mod.Store,
     files, which the next producer removes, never a folder that no cache hit would clean."""
     collecting = gc.isenabled()
     gc.disable()
+    malloc.limit_arenas()
     try:
         for plan in plans:
             store.clean_temps(plan.key)
@@ -179,6 +180,7 @@ class _Production:
         finally:
             self.pre = self.layers.precompressed()
         self.records.forget_members()
+        malloc.trim()  # the download phase's buffers, before the writer's peak
         return tree, {key: [dataclasses.replace(r, members=[]) if r else None for r in recs]
                       for key, recs in found.items()}
 
