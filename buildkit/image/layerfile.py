@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..errors import ConvertError, IntegrityError
 from ..oci.digest import hasher, parse_digest
+from .cpushare import CpuShare
 from .source import LayerBlob
 
 if TYPE_CHECKING:
@@ -120,6 +121,15 @@ class _Hashing:
         self._region.close()
 
 
+@dataclass(frozen=True)
+class Sharing:
+    """How a streamed layer shares the CPUs (:mod:`.cpushare`): the critical (largest) one takes no slot and
+    gives its reserved CPU back when it ends; the others take a slot per chunk."""
+
+    share: CpuShare
+    critical: bool
+
+
 class _HashingWriter:
     """Writes to ``out`` and hashes the bytes (the uncompressed tar, for a diff_id check)."""
 
@@ -168,12 +178,12 @@ def spool_path(workdir: Path, number: int) -> Path:
 
 
 def prepare(blob: LayerBlob, workdir: Path, number: int, progress: Callable[[int], None] | None = None,
-            growing: Growing | None = None) -> LayerTar:
+            growing: Growing | None = None, sharing: Sharing | None = None) -> LayerTar:
     """``blob`` as a verified, uncompressed tar range, decompressing into ``workdir`` when it is compressed;
     ``growing`` learns how much of a streamed layer's spool is written (see :mod:`.precompress`)."""
     if blob.chunks is not None:
         try:
-            return _streamed(blob, spool_path(workdir, number), progress, growing)
+            return _streamed(blob, spool_path(workdir, number), progress, growing, sharing)
         except (ConvertError, IntegrityError) as err:  # the engine's save is the reference
             if blob.fallback is None:
                 raise
@@ -209,8 +219,10 @@ class _Chunks:
     """``read(n)`` over a layer that arrives as chunks (a registry download, an engine's storage), hashing what
     passes through for a check against the blob's digest; ``head`` is what the compression is sniffed from."""
 
-    def __init__(self, chunks: Iterator[bytes], blob: LayerBlob, progress: Callable[[int], None] | None) -> None:
+    def __init__(self, chunks: Iterator[bytes], blob: LayerBlob, progress: Callable[[int], None] | None,
+                 share: CpuShare | None = None) -> None:
         self._chunks, self._buf = chunks, memoryview(b"")
+        self._share, self._holding = share, False
         self.sha = hasher(parse_digest(blob.digest, blob.what)) if blob.digest else None
         self._progress = progress
         while len(self._buf) < 6 and (more := next(self._chunks, b"")):
@@ -218,8 +230,14 @@ class _Chunks:
         self.head = bytes(self._buf[:6])
 
     def read(self, n: int = -1) -> bytes:
+        if self._holding:  # the caller's work on the last piece is done: the slot goes to the next in line
+            self._holding = False
+            self._share.release()  # type: ignore[union-attr]
         if not self._buf:
             self._buf = memoryview(next(self._chunks, b""))
+        if self._share is not None and self._buf:
+            self._share.acquire()  # held while the caller decompresses and writes this piece
+            self._holding = True
         n = n if n and n > 0 else CHUNK
         data, self._buf = self._buf[:n], self._buf[n:]
         if self.sha is not None:
@@ -230,18 +248,22 @@ class _Chunks:
         return whole if whole is not None else bytes(data)  # a whole chunk is handed on without a copy
 
     def close(self) -> None:
+        if self._holding:
+            self._holding = False
+            self._share.release()  # type: ignore[union-attr]
         close = getattr(self._chunks, "close", None)
         if close is not None:
             close()  # a generator: its downloads stop
 
 
 def _streamed(blob: LayerBlob, spool: Path, progress: Callable[[int], None] | None,
-              growing: Growing | None = None) -> LayerTar:
+              growing: Growing | None = None, sharing: Sharing | None = None) -> LayerTar:
     """A layer whose bytes come as chunks, decompressed (gzip, zstd) or copied into ``spool`` as they arrive,
     and checked against its digest (the compressed bytes) or, without one, its diff_id (the tar)."""
     if blob.chunks is None or (blob.digest is None and blob.diff_id is None):
         raise ConvertError(f"{blob.what}: a layer read as a stream needs its digest or its diff_id")
-    reader = _Chunks(blob.chunks(), blob, progress)
+    share = sharing.share if sharing is not None and not sharing.critical else None
+    reader = _Chunks(blob.chunks(), blob, progress, share)
     ok = False
     try:
         with spool.open("wb", buffering=0) as raw_out:
@@ -267,6 +289,8 @@ def _streamed(blob: LayerBlob, spool: Path, progress: Callable[[int], None] | No
         reader.close()
         if growing is not None:
             growing.finish(ok)
+        if sharing is not None and sharing.critical:
+            sharing.share.unreserve()
     return LayerTar(spool, 0, spool.stat().st_size, blob.what)
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import CkitError
+from .cpushare import CpuShare
 from .squashfs_blocks import BLOCK_SIZE, CopyRange, Output, Run, crc32
 from .squashfs_copy import Segment
 from .squashfs_data import RUN_BLOCKS
@@ -77,8 +78,9 @@ class Precompressor:
     """Follows one layer's spool on a thread of its own; :meth:`result` stops it and gives what it made."""
 
     def __init__(self, spool: Path, growing: Growing, make: Callable[[], Callable[[bytes], bytes]],
-                 what: str) -> None:
+                 what: str, share: CpuShare | None = None) -> None:
         self.spool, self.growing, self.make, self.what = spool, growing, make, what
+        self.share = share
         self.path = spool.with_suffix(".pre")
         self.segment = Segment()
         self._thread = threading.Thread(target=self._run, name=f"precompress-{spool.stem}", daemon=True)
@@ -115,7 +117,13 @@ class Precompressor:
                 if self.growing.stopped:
                     return  # the writer starts: it compresses the rest of this file itself
                 size = min(RUN_BLOCKS * BLOCK_SIZE, member.size - first)
-                for data, word in Run((fd, member.offset_data + first, size), self.what)(compress):
+                run = Run((fd, member.offset_data + first, size), self.what)
+                if self.share is not None:
+                    with self.share.slot():
+                        packed = run(compress)
+                else:
+                    packed = run(compress)
+                for data, word in packed:
                     assert not isinstance(data, CopyRange)
                     words.append(word)
                     if word:

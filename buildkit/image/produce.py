@@ -31,8 +31,9 @@ from ..config.jsondoc import parse as parse_json
 from ..errors import ConvertError
 from ..progress import Meter, Reporter
 from . import malloc, squashfs
+from .cpushare import CpuShare
 from .flatten import Tree
-from .layerfile import LayerTar, prepare, spool_path
+from .layerfile import LayerTar, Sharing, prepare, spool_path
 from .model import ImageConfig, RootfsEntry
 from .precompress import Growing, Precompressor
 from .source import LayerBlob
@@ -66,17 +67,18 @@ class _Layers:
 
         self.progress = advance
 
-    def get(self, number: int) -> LayerTar:
+    def get(self, number: int, share: CpuShare | None = None, critical: bool = False) -> LayerTar:
         with self._lock:
             tar = self._tars.get(number)
         if tar is None:
             blob, growing = self.blobs[number], None
             if self.make is not None and blob.chunks is not None:
                 growing = Growing()  # a registry's or an engine's layer: compress its large files while it arrives
-                pre = Precompressor(spool_path(self.work, number + 1), growing, self.make, blob.what)
+                pre = Precompressor(spool_path(self.work, number + 1), growing, self.make, blob.what, share)
                 with self._lock:
                     self._pre[number] = pre
-            tar = prepare(blob, self.work, number + 1, self.progress, growing)
+            tar = prepare(blob, self.work, number + 1, self.progress, growing,
+                          Sharing(share, critical) if share is not None else None)
             with self._lock:
                 self._tars[number] = tar
         return tar
@@ -98,8 +100,13 @@ class _Layers:
         if workers <= 1:
             yield self.get
             return
+        share, critical = None, None
+        if streamed:  # the largest streamed layer ends the reading phase: it starts first and keeps a CPU
+            critical = max((n for n in numbers if self.blobs[n].chunks is not None), key=lambda n: self.blobs[n].size)
+            share = CpuShare(os.cpu_count() or 1)
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="layer")
-        futures = {n: pool.submit(self.get, n) for n in numbers}
+        futures = {n: pool.submit(self.get, n, share, n == critical)
+                   for n in sorted(numbers, key=lambda n: (n != critical, n))}
         try:
             yield lambda n: futures[n].result() if n in futures else self.get(n)
         except BaseException:

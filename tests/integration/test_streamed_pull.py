@@ -219,3 +219,38 @@ def test_large_files_compressed_while_streaming_give_the_same_bytes(registry, tm
     assert (with_pre.compressed_bytes, with_pre.reused_bytes) == (alone.compressed_bytes, 0)
     listed = listing(with_pre.path)
     assert " 300000 " in listed and " 400000 " in listed and " 200000 " in listed
+
+
+def test_the_largest_layer_starts_first_keeps_a_cpu_and_every_slot_comes_back(registry, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                                              monkeypatch) -> None:
+    """The writer waits for the last layer, so the largest one starts first and takes no CPU slot; the others
+    and the precompressors take slots per piece of work, and all of them are free again at the end."""
+    from buildkit.image import produce
+    from buildkit.image.convert import convert
+    from buildkit.registry.source import reader
+    from buildkit.store import Store
+    from tests.integration.hostile_images import oci_layout
+
+    monkeypatch.setenv("CKIT_PULL_PIECE", str(PIECE))
+    layers = [tar_bytes([entry(f"l{n}", "dir"), entry(f"l{n}/data", data=os.urandom(size))])
+              for n, size in enumerate((100_000, 700_000, 300_000))]
+    ref = f"{registry.host}/ckit/shared-cpus:{uuid.uuid4().hex[:8]}"
+    subprocess.run(["skopeo", "copy", "--dest-tls-verify=false", oci_layout(tmp_path / "layout", layers),  # noqa: S607
+                    f"docker://{ref}"], check=True, capture_output=True)
+    calls: list[tuple[int, bool]] = []
+    shares = []
+    get = produce._Layers.get
+
+    def spied(self, number, share=None, critical=False):  # type: ignore[no-untyped-def]
+        if share is not None:
+            calls.append((number, critical))
+            shares.append(share)
+        return get(self, number, share, critical)
+
+    monkeypatch.setattr(produce._Layers, "get", spied)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    convert(f"docker://{ref}", "sqsh", store=Store(tmp_path / "store"), registry=reader())
+    assert calls[0] == (1, True)  # the 700 kB layer, before layers 0 and 2
+    assert sorted(calls[1:]) == [(0, False), (2, False)]
+    share = shares[0]
+    assert (share._free, share._reserved, list(share._waiting)) == (2, False, [])
