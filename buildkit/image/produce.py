@@ -134,7 +134,6 @@ def produce(plans: Sequence[ConvertPlan], store: store_mod.Store,
     files, which the next producer removes, never a folder that no cache hit would clean."""
     collecting = gc.isenabled()
     gc.disable()
-    malloc.limit_arenas()
     try:
         for plan in plans:
             store.clean_temps(plan.key)
