@@ -264,7 +264,7 @@ class _Production:
         self.records.save(
             (Record(digest, plan.compression.label, _codec(plan), entry.path.name,
                     (st.st_ino, st.st_size, st.st_mtime_ns),
-                    base, stats.segments[n], []), self.members[n])
+                    base, stats.segments[n], []), self.members[n] or self.records.raw_members.get(digest))
             for n, digest in enumerate(self.digests) if digest)
 
 
