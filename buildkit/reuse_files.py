@@ -83,7 +83,7 @@ def record_refs(raw: bytes, *, verify: bool = True) -> tuple[ReuseRefs, bytes]:
     data = json.loads(raw[head:end])
     try:
         stat = tuple(data["stat"])
-        refs = ReuseRefs(data["layer"], data["artifact"], stat, data["members"])  # type: ignore[arg-type]
+        refs = ReuseRefs(data["layer"], data["artifact"], stat, data["members"])
         sound = (LAYER_DIGEST.fullmatch(refs.layer) and ARTIFACT_NAME.fullmatch(refs.artifact)
                  and SHA256_HEX.fullmatch(refs.members) and len(stat) == 3
                  and all(type(n) is int and n >= 0 for n in stat))
