@@ -68,12 +68,12 @@ class _Layers:
 
     def get(self, number: int) -> LayerTar:
         with self._lock:
-            tar = self._tars.get(number)
+            tar, make = self._tars.get(number), self.make
         if tar is None:
             blob, growing = self.blobs[number], None
-            if self.make is not None and blob.chunks is not None:
+            if make is not None and blob.chunks is not None:
                 growing = Growing()  # a registry's or an engine's layer: compress its large files while it arrives
-                pre = Precompressor(spool_path(self.work, number + 1), growing, self.make, blob.what)
+                pre = Precompressor(spool_path(self.work, number + 1), growing, make, blob.what)
                 with self._lock:
                     self._pre[number] = pre
             tar = prepare(blob, self.work, number + 1, self.progress, growing)
@@ -82,9 +82,10 @@ class _Layers:
         return tar
 
     def precompressed(self) -> dict[int, tuple[Path, Segment]]:
-        """Stop the precompressors; what they made, by layer number."""
+        """Stop the precompressors; what they made, by layer number. A layer prepared later (the writer needs
+        data of one it skipped) gets none: the writer waits for it and compresses it itself."""
         with self._lock:
-            pres = dict(self._pre)
+            pres, self.make = dict(self._pre), None
         made = {n: pre.result() for n, pre in pres.items()}
         return {n: m for n, m in made.items() if m is not None}
 
