@@ -134,27 +134,30 @@ def sweep(folder: Path, artifacts: Path, *, gone: Collection[str] = (), dry_run:
                     files[item.name] = item.stat(follow_symlinks=False)
     stated = {name: _stated_sha(folder / name) for name in files if name.endswith(".members")}
     named: set[tuple[str, str]] = set()
-    doomed = []
+
+    def living(refs: ReuseRefs, young: bool) -> bool:
+        return refs.artifact not in gone and _identity_is(artifacts / refs.artifact, refs.stat) \
+            and (young or stated.get(members_name(refs.layer)) == refs.members)
+
     for name in (n for n in files if n.endswith(".rec")):
         refs = _head_refs(folder / name)
-        young = now - files[name].st_mtime < grace
-        alive = refs is not None and refs.artifact not in gone and _identity_is(artifacts / refs.artifact, refs.stat)
-        if refs is not None and alive and (young or stated.get(members_name(refs.layer)) == refs.members):
+        if refs is not None and living(refs, now - files[name].st_mtime < grace):
             named.add((members_name(refs.layer), refs.members))
-        else:
-            doomed.append(name)
+        elif dry_run or _unlinked(folder / name, files[name].st_ino):
+            result.removed.append(name)
+        else:  # replaced meanwhile by a producer: what the new version names stays
+            refs = _head_refs(folder / name)
+            if refs is not None:
+                named.add((members_name(refs.layer), refs.members))
     for name, st in files.items():
         unnamed = name.endswith(".members") and (name, stated[name]) not in named
         leftover = name.startswith(".") and name.endswith(".tmp")  # a killed writer's
-        if (unnamed or leftover) and now - st.st_mtime >= grace:
-            doomed.append(name)
-    for name in doomed:
-        if dry_run or _unlinked(folder / name):
+        if (unnamed or leftover) and now - st.st_mtime >= grace and (dry_run or _unlinked(folder / name, st.st_ino)):
             result.removed.append(name)
-            result.freed += files[name].st_size
-    gone_now = set(doomed)
-    for name in (n for n in files if n not in gone_now):
-        result.kept, result.kept_bytes = result.kept + 1, result.kept_bytes + files[name].st_size
+    result.freed = sum(files[name].st_size for name in result.removed)
+    removed = set(result.removed)
+    kept = [st.st_size for name, st in files.items() if name not in removed]
+    result.kept, result.kept_bytes = len(kept), sum(kept)
     return result
 
 
@@ -190,8 +193,11 @@ def _stated_sha(path: Path) -> str | None:
         return None
 
 
-def _unlinked(path: Path) -> bool:
+def _unlinked(path: Path, inode: int) -> bool:
+    """Remove ``path`` unless it was replaced since it was judged (a producer renamed a new version into place)."""
     try:
+        if path.stat().st_ino != inode:
+            return False
         path.unlink()
     except OSError:  # gone already, or not this user's to remove (a shared store's sticky folder)
         return False

@@ -110,3 +110,26 @@ def test_gone_counts_artifacts_as_removed(tmp_path: Path) -> None:
 def test_a_store_without_reuse_files_sweeps_to_nothing(tmp_path: Path) -> None:
     assert Store(tmp_path / "none").sweep_reuse().as_json() == {
         "removed_records": 0, "removed_members": 0, "freed_bytes": 0, "kept_files": 0, "kept_bytes": 0}
+
+
+def test_a_record_replaced_while_the_sweep_judged_it_stays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A producer renames a new version into place (pointing at its new output) after the sweep read the old one."""
+    store = Store(tmp_path)
+    old, new = "1" * 64 + ".sqsh", "2" * 64 + ".sqsh"
+    old_stat, new_stat = _artifact(store, old), _artifact(store, new)
+    (store.artifacts / old).unlink()
+    members = _members(store, _layer(1))
+    _record(store, "r.rec", F.ReuseRefs(_layer(1), old, old_stat, members))
+    real = F._head_refs
+
+    def racing(path: Path) -> F.ReuseRefs | None:
+        refs = real(path)
+        fresh = path.with_name(".r.tmp")
+        fresh.write_bytes(F.frame_record(F.ReuseRefs(_layer(1), new, new_stat, members), b"body"))
+        fresh.replace(path)
+        return refs
+
+    monkeypatch.setattr(F, "_head_refs", racing)
+    assert store.sweep_reuse(grace=0).removed == []
+    monkeypatch.undo()
+    assert F.record_refs((store.root / "reuse" / "r.rec").read_bytes())[0].artifact == new
