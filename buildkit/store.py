@@ -7,6 +7,7 @@ Layout under the cache dir (``CKIT_CACHE_DIR``, else the platform's user cache d
     locks/<key>.lease               held while the artifact is being made (see :mod:`buildkit.lease`)
     work/<key>/                     scratch space of the conversion of <key> (spools, temp squashfs)
     reuse/<layer key>.rec           where a layer's data lies in an artifact (``buildkit.image.squashfs_reuse``)
+    reuse/<layer digest>.members    the layer's tar members, for the records of that layer
 
 A key is the sha256 of the canonical JSON of the source digest and every option that changes the bytes
 (target, compression, ``SOURCE_DATE_EPOCH``, ckit's format version). Publishing is atomic: the producer writes a
@@ -21,6 +22,10 @@ Folders the store creates get the permission bits of its root, so a root an admi
 The record keeps the artifact's inode, size and modification time as published. Any write to the file changes
 its mtime, so an entry whose file no longer matches its record (modified in place, even at the same size, or
 replaced) is dropped and made again instead of being served.
+
+Reuse files live only as long as what they point at: every removal of artifacts (a damaged one dropped here,
+eviction and ``ckit cache prune`` in :mod:`buildkit.cachedir.layout`) ends with :meth:`Store.sweep_reuse`, the
+one rule of :mod:`buildkit.reuse_files`.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +43,7 @@ from typing import Any
 from .errors import ConvertError
 from .fsutil import fsync_dir, place_copy
 from .lease import Lease
+from .reuse_files import ReuseSweep, sweep
 
 FORMAT_VERSION = 4  # bump when the bytes ckit writes for the same inputs change (2: ckit's own squashfs writer;
 # 3: data laid out layer by layer, directory indexes; 4: a .sqsh carries Charliecloud's /ch files and mount points)
@@ -99,6 +105,7 @@ class Store:
         except (ValueError, ConvertError):
             path.unlink(missing_ok=True)
             meta_path.unlink(missing_ok=True)
+            self.sweep_reuse()  # its reuse records point at nothing now
             return None
         return Entry(key, path, meta)
 
@@ -127,6 +134,11 @@ class Store:
             yield folder
         finally:
             shutil.rmtree(folder, ignore_errors=True)
+
+    def sweep_reuse(self, *, gone: Collection[str] = (), dry_run: bool = False,
+                    grace: float | None = None) -> ReuseSweep:
+        """Remove the reuse files no artifact of the store needs any more (:func:`buildkit.reuse_files.sweep`)."""
+        return sweep(self.root / "reuse", self.artifacts, gone=gone, dry_run=dry_run, grace=grace)
 
     def temp_path(self, key: str, suffix: str) -> Path:
         """A fresh temp name in ``artifacts/`` for a producer to write (same folder ⇒ atomic rename)."""

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..reuse_files import ReuseSweep
 from ..store import Entry, Store, make_dir
 
 HOLD_MAX_AGE = 24 * 3600.0  # a hold older than this is from a step that died without release
@@ -73,6 +74,22 @@ class CacheEntry:
                 "holds": list(self.holds), "source": self.meta.get("source"),
                 "manifest_digest": self.meta.get("manifest_digest"), "source_digest": self.meta.get("source_digest"),
                 "target": self.meta.get("target"), "compression": self.meta.get("compression")}
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What a prune removed (or, in a dry run, would remove)."""
+
+    root: Path
+    dry_run: bool
+    evicted: list[CacheEntry]
+    cleaned: list[str]
+    reuse: ReuseSweep
+    total_size: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {"cache": str(self.root), "dry_run": self.dry_run, "evicted": [e.as_json() for e in self.evicted],
+                "cleaned": self.cleaned, "reuse": self.reuse.as_json(), "total_size": self.total_size}
 
 
 class CacheDir:
@@ -207,8 +224,9 @@ class CacheDir:
     def total_size(self) -> int:
         return sum(e.size for e in self.entries())
 
-    def evict(self, max_bytes: int, *, dry_run: bool = False) -> list[CacheEntry]:
-        """Remove least recently used artifacts no step holds until the cache fits ``max_bytes``."""
+    def evict(self, max_bytes: int, *, dry_run: bool = False, sweep: bool = True) -> list[CacheEntry]:
+        """Remove least recently used artifacts no step holds until the cache fits ``max_bytes``, then (unless
+        ``sweep`` is off: the caller sweeps) the reuse files only they needed."""
         entries = sorted(self.entries(), key=lambda e: e.last_used)
         total = sum(e.size for e in entries)
         removed = []
@@ -219,7 +237,17 @@ class CacheDir:
                 continue
             removed.append(entry)
             total -= entry.size
+        if removed and sweep and not dry_run:
+            self.store.sweep_reuse()
         return removed
+
+    def prune(self, max_bytes: int, older_than: float, *, dry_run: bool = False) -> Pruned:
+        """``ckit cache prune``: evict down to ``max_bytes``, remove what dead work left (older than
+        ``older_than`` seconds), then the reuse files nothing refers to any more."""
+        evicted = self.evict(max_bytes, dry_run=dry_run, sweep=False)
+        cleaned = [] if dry_run else self.cleanup(older_than)
+        reuse = self.store.sweep_reuse(gone={e.path.name for e in evicted}, dry_run=dry_run, grace=older_than)
+        return Pruned(self.root, dry_run, evicted, cleaned, reuse, self.total_size())
 
     def remove(self, entry: CacheEntry | Entry) -> bool:
         """Delete one artifact unless a step holds it (see the module doc for the order of checks)."""

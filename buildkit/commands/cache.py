@@ -56,16 +56,21 @@ def ls(folder: FolderOpt = None, site: SiteOpt = None, as_json: JsonOpt = False)
     """List the cached images: size, last use, the steps that hold them, where they came from."""
     cache, _cfg = _folder(folder, site)
     entries = sorted(cache.entries(), key=lambda e: -e.last_used)
+    reuse = cache.store.sweep_reuse(dry_run=True)  # what the reuse records take, and what no image needs
     if as_json:
         emit_json({"cache": str(cache.root), "total_size": sum(e.size for e in entries),
-                   "entries": [e.as_json() for e in entries]})
+                   "entries": [e.as_json() for e in entries],
+                   "reuse": {"files": reuse.kept, "size": reuse.kept_bytes, "orphaned_files": len(reuse.removed),
+                             "orphaned_size": reuse.freed}})
         return
     now = time.time()
     for entry in entries:
         holds = f"held by {len(entry.holds)}" if entry.holds else "-"
         typer.echo(f"{entry.key[:12]}  {entry.size / 1e6:9.1f} MB  used {_age(now - entry.last_used):>4} ago  "
                    f"{holds:<11} {entry.meta.get('source') or '?'}")
-    info(f"{len(entries)} images, {sum(e.size for e in entries) / 1e9:.2f} GB in {cache.root}")
+    info(f"{len(entries)} images, {sum(e.size for e in entries) / 1e9:.2f} GB in {cache.root}; reuse records "
+         f"{(reuse.kept_bytes + reuse.freed) / 1e6:.1f} MB ({reuse.freed / 1e6:.1f} MB of them no image needs: "
+         "`ckit cache prune` removes those)")
 
 
 @cache_app.command("prune")
@@ -87,17 +92,18 @@ def prune(
     limit = parse_size(max_size, "--max-size") if max_size is not None else (cfg.max_size if cfg else None)
     if limit is None:
         raise ConfigError("no size to prune to", hint="pass --max-size SIZE (or set max_size in importer.yaml)")
-    evicted = cache.evict(limit, dry_run=dry_run)
-    cleaned = [] if dry_run else cache.cleanup(stale_seconds())
+    pruned = cache.prune(limit, stale_seconds(), dry_run=dry_run)
     if as_json:
-        emit_json({"cache": str(cache.root), "dry_run": dry_run, "evicted": [e.as_json() for e in evicted],
-                   "cleaned": cleaned, "total_size": cache.total_size()})
+        emit_json(pruned.as_json())
         return
     verb = "would evict" if dry_run else "evicted"
-    for entry in evicted:
+    for entry in pruned.evicted:
         typer.echo(f"{verb} {entry.key[:12]}  {entry.size / 1e6:.1f} MB  {entry.meta.get('source') or '?'}")
-    info(f"{verb} {len(evicted)} images ({sum(e.size for e in evicted) / 1e9:.2f} GB); removed {len(cleaned)} "
-         f"leftovers; {cache.total_size() / 1e9:.2f} GB remain in {cache.root}")
+    reuse = pruned.reuse
+    info(f"{verb} {len(pruned.evicted)} images ({sum(e.size for e in pruned.evicted) / 1e9:.2f} GB); removed "
+         f"{len(pruned.cleaned)} leftovers; {'would remove' if dry_run else 'removed'} {len(reuse.removed)} reuse "
+         f"files no image needs ({reuse.freed / 1e6:.1f} MB); {pruned.total_size / 1e9:.2f} GB remain in "
+         f"{cache.root}")
 
 
 @importer_app.command("get")

@@ -69,12 +69,12 @@ class _Layers:
 
     def get(self, number: int, share: CpuShare | None = None, critical: bool = False) -> LayerTar:
         with self._lock:
-            tar = self._tars.get(number)
+            tar, make = self._tars.get(number), self.make
         if tar is None:
             blob, growing = self.blobs[number], None
-            if self.make is not None and blob.chunks is not None:
+            if make is not None and blob.chunks is not None:
                 growing = Growing()  # a registry's or an engine's layer: compress its large files while it arrives
-                pre = Precompressor(spool_path(self.work, number + 1), growing, self.make, blob.what, share)
+                pre = Precompressor(spool_path(self.work, number + 1), growing, make, blob.what, share)
                 with self._lock:
                     self._pre[number] = pre
             tar = prepare(blob, self.work, number + 1, self.progress, growing,
@@ -84,9 +84,10 @@ class _Layers:
         return tar
 
     def precompressed(self) -> dict[int, tuple[Path, Segment]]:
-        """Stop the precompressors; what they made, by layer number."""
+        """Stop the precompressors; what they made, by layer number. A layer prepared later (the writer needs
+        data of one it skipped) gets none: the writer waits for it and compresses it itself."""
         with self._lock:
-            pres = dict(self._pre)
+            pres, self.make = dict(self._pre), None
         made = {n: pre.result() for n, pre in pres.items()}
         return {n: m for n, m in made.items() if m is not None}
 
@@ -272,7 +273,7 @@ class _Production:
         self.records.save(
             (Record(digest, plan.compression.label, _codec(plan), entry.path.name,
                     (st.st_ino, st.st_size, st.st_mtime_ns),
-                    base, stats.segments[n], []), self.members[n])
+                    base, stats.segments[n], []), self.members[n] or self.records.raw_members.get(digest))
             for n, digest in enumerate(self.digests) if digest)
 
 

@@ -5,14 +5,13 @@ Two kinds of file per layer, under the store's root::
     reuse/<sha256 of the key>.rec       where the layer's data lies in one artifact, per (layer, compression, codec)
     reuse/<layer digest hex>.members    the layer's tar members as the header pass read them (written once)
 
-Each is a magic line, the sha256 of its body in hex on the next line, then the body: zstd-compressed JSON. A
-``.rec`` holds the key (the verified digest of the layer's bytes, compression, codec, block size, layout
-version); which stored artifact holds the data (its file name in ``artifacts/``, its identity as published:
-inode, size, mtime in ns; where its squashfs starts); the layer's *segment* there (every file of a block or
-more: data offset in the layer → position, block size words, CRC32 of its stored bytes; every fragment group →
-position, size word, CRC32 and which of the group's files the block holds); and the sha256 of the ``.members``
-body it was made with. The ``.members`` file holds the members column by column, so a reconversion does not
-even read a layer that it copies whole.
+Their framing and the rule that removes them when no artifact needs them are :mod:`buildkit.reuse_files`'s (a
+record's refs line names its layer, its artifact and that file's identity, and its members body); the bodies
+are zstd-compressed JSON. A ``.rec`` body holds the rest of the key (compression, codec, block size, layout),
+where the artifact's squashfs starts, and the layer's *segment* there (every file of a block or more: data
+offset in the layer → position, block size words, CRC32 of its stored bytes; every fragment group → position,
+size word, CRC32 and which of the group's files the block holds). The ``.members`` file holds the members
+column by column, so a reconversion does not even read (or download) a layer that it copies whole.
 
 Nothing in a record is trusted blindly. :meth:`Records.find` drops (and reports as absent) a record whose
 digest does not match its body, whose body does not parse, whose key differs, whose artifact is gone or is
@@ -27,12 +26,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import dataclasses
 import hashlib
 import json
 import logging
 import os
-import re
 import struct
 import sys
 import tempfile
@@ -42,20 +41,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import reuse_files as files
 from .squashfs import COMPRESSOR_IDS
 from .squashfs_blocks import BLOCK_SIZE, UNCOMPRESSED_BLOCK
-from .squashfs_copy import Earlier, Segment
+from .squashfs_copy import Earlier, Segment, stored
 from .squashfs_data import fragment_groups
 from .tarscan import DATA_TYPES, Member
 
 log = logging.getLogger("ckit.reuse")
 
-MAGIC = b"ckit-reuse 2\n"
-MEMBERS_MAGIC = b"ckit-members 1\n"
 LAYOUT = 1  # bump when the data layout of a layer's segment changes
 MAX_RECORD = 128 << 20  # a layer with a million files has a members file of a few tens of MB
-ARTIFACT_NAME = re.compile(r"[0-9a-f]{64}\.(sif|sqsh)")
-DIGEST = re.compile(r"[a-z0-9]+:[0-9a-f]{32,128}")
 FOLDED_PAX = ("path", "linkpath", "size", "uid", "gid", "mtime")  # already in the member's fields
 COUNTS = ("mode", "uid", "gid", "size", "offset")
 
@@ -82,28 +78,36 @@ def record_key(layer: str, compression: str, codec: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _framed(magic: bytes, body: dict[str, Any] | bytes) -> bytes:
+def _packed_json(body: dict[str, Any] | bytes) -> bytes:
     import zstandard
 
     text = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
-    packed = zstandard.ZstdCompressor(level=3).compress(text)
-    return magic + hashlib.sha256(packed).hexdigest().encode() + b"\n" + packed
+    return zstandard.ZstdCompressor(level=3).compress(text)
 
 
-def _unframed(magic: bytes, raw: bytes) -> tuple[str, Any]:
-    """(the body's sha256, the body) of a framed file, its digest checked."""
+def _unpacked_json(packed: bytes) -> Any:
     import zstandard
 
-    head = len(magic) + 65
-    if not raw.startswith(magic) or len(raw) < head or raw[head - 1:head] != b"\n":
-        raise BadRecord("not a record")
-    packed, sha = raw[head:], raw[len(magic):head - 1].decode("ascii", "replace")
-    if hashlib.sha256(packed).hexdigest() != sha:
-        raise BadRecord("digest mismatch")
     try:
-        return sha, json.loads(zstandard.ZstdDecompressor().decompress(packed, max_output_size=8 * MAX_RECORD))
+        return json.loads(zstandard.ZstdDecompressor().decompress(packed, max_output_size=8 * MAX_RECORD))
     except (zstandard.ZstdError, ValueError) as err:
         raise BadRecord(f"malformed: {err}") from err
+
+
+def _framed_members(body: dict[str, Any] | bytes) -> bytes:
+    packed = _packed_json(body)
+    return files.MEMBERS_MAGIC + hashlib.sha256(packed).hexdigest().encode() + b"\n" + packed
+
+
+def _checked_members(raw: bytes) -> tuple[str, int]:
+    """(the body's sha256, where the body starts) of a members file, its digest checked."""
+    try:
+        sha, start = files.members_head(raw)
+    except ValueError as err:
+        raise BadRecord(str(err)) from err
+    if hashlib.sha256(raw[start:]).hexdigest() != sha:
+        raise BadRecord("digest mismatch")
+    return sha, start
 
 
 class Columns:
@@ -135,7 +139,7 @@ class Columns:
         numbers: dict[str, array[Any]] = {**self.counts, "mtime": self.mtimes}
         rest = json.dumps({"type": self.types.decode("latin-1"), "pax": self.pax,
                            **{column: _packed(values) for column, values in numbers.items()}}, separators=(",", ":"))
-        return _framed(MEMBERS_MAGIC, b'{"name":[' + self.names[:-1] + b'],"link":[' + self.links[:-1] + b"],"
+        return _framed_members(b'{"name":[' + self.names[:-1] + b'],"link":[' + self.links[:-1] + b"],"
                        + rest[1:].encode())
 
 
@@ -167,7 +171,8 @@ def encode_members(members: list[Member]) -> bytes:
 
 
 def decode_members(raw: bytes) -> tuple[str, list[Member]]:
-    sha, body = _unframed(MEMBERS_MAGIC, raw)
+    sha, start = _checked_members(raw)
+    body = _unpacked_json(raw[start:])
     try:
         names, types, links, pax = body["name"], body["type"], body["link"], body["pax"]
         n = len(names)
@@ -186,30 +191,30 @@ def decode_members(raw: bytes) -> tuple[str, list[Member]]:
 
 def encode(record: Record, members_sha: str) -> bytes:
     seg = record.segment
-    return _framed(MAGIC, {
-        "layer": record.layer, "compression": record.compression, "codec": record.codec, "block_size": BLOCK_SIZE,
-        "layout": LAYOUT, "artifact": record.artifact, "stat": list(record.stat), "base": record.base,
-        "start": seg.start, "end": seg.end, "members": members_sha,
+    refs = files.ReuseRefs(record.layer, record.artifact, record.stat, members_sha)
+    return files.frame_record(refs, _packed_json({
+        "compression": record.compression, "codec": record.codec, "block_size": BLOCK_SIZE, "layout": LAYOUT,
+        "base": record.base, "start": seg.start, "end": seg.end,
         "files": [[offset, at, list(words), crc] for offset, (at, words, crc) in seg.files.items()],
-        "groups": [[g, at, word, crc, list(alive)] for g, (at, word, crc, alive) in seg.groups.items()]})
+        "groups": [[g, at, word, crc, list(alive)] for g, (at, word, crc, alive) in seg.groups.items()]}))
 
 
 def decode(raw: bytes) -> tuple[Record, str]:
     """A record (without its members yet) and the sha256 of the members it was made with, every field checked
     for shape (not yet against its artifact)."""
-    _sha, body = _unframed(MAGIC, raw)
     try:
+        refs, packed = files.record_refs(raw)
+        body = _unpacked_json(packed)
         seg = Segment(_int(body["start"]), _int(body["end"]),
                       {_int(o): (_int(at), tuple(_word(w) for w in words), _int(crc))
                        for o, at, words, crc in body["files"]},
                       {_int(g): (_int(at), _word(word), _int(crc), tuple(_int(n) for n in alive))
                        for g, at, word, crc, alive in body["groups"]})
-        record = Record(str(body["layer"]), str(body["compression"]), str(body["codec"]), str(body["artifact"]),
-                        (_int(body["stat"][0]), _int(body["stat"][1]), _int(body["stat"][2])), _int(body["base"]),
-                        seg, [])
+        record = Record(refs.layer, str(body["compression"]), str(body["codec"]), refs.artifact, refs.stat,
+                        _int(body["base"]), seg, [])
         if body["block_size"] != BLOCK_SIZE or body["layout"] != LAYOUT:
             raise BadRecord("another layout")
-        return record, str(body["members"])
+        return record, refs.members
     except (ValueError, KeyError, TypeError, IndexError) as err:
         raise BadRecord(f"malformed: {err}") from err
 
@@ -225,10 +230,6 @@ def _word(value: Any) -> int:
     if word & ~(UNCOMPRESSED_BLOCK | (UNCOMPRESSED_BLOCK - 1)) or (word and stored(word) == 0):
         raise BadRecord(f"not a size word: {value!r}")
     return word
-
-
-def stored(word: int) -> int:
-    return word & (UNCOMPRESSED_BLOCK - 1)
 
 
 def check_segment(record: Record) -> None:
@@ -263,14 +264,13 @@ class Records:
         self.folder = Path(root) / "reuse"
         self.artifacts = Path(root) / "artifacts"
         self._members: dict[str, tuple[str, list[Member]]] = {}  # layer digest → (body sha256, members)
+        self.raw_members: dict[str, bytes] = {}  # layer digest → its members file as read (written again if swept)
 
     def path(self, layer: str, compression: str, codec: str) -> Path:
         return self.folder / f"{record_key(layer, compression, codec)}.rec"
 
     def members_path(self, layer: str) -> Path:
-        if not DIGEST.fullmatch(layer):
-            raise BadRecord(f"not a digest: {layer!r}")
-        return self.folder / f"{layer.replace(':', '-')}.members"
+        return self.folder / files.members_name(layer)  # ValueError unless a digest
 
     def find(self, layer: str, compression: str, codec: str) -> Record | None:
         """The record of ``layer``, checked against its key, its members and its artifact; a bad one is removed."""
@@ -289,7 +289,7 @@ class Records:
             record = dataclasses.replace(record, members=members)
             self._check_artifact(record)
             check_segment(record)
-        except (BadRecord, OSError) as err:
+        except (BadRecord, OSError, ValueError) as err:
             log.info("reuse record %s dropped: %s", path.name, err)
             path.unlink(missing_ok=True)
             return None
@@ -300,16 +300,16 @@ class Records:
         if layer not in self._members:
             path = self.members_path(layer)
             try:
-                self._members[layer] = decode_members(_read(path))
+                raw = _read(path)
+                self._members[layer] = decode_members(raw)
+                self.raw_members[layer] = raw
             except BadRecord:
                 path.unlink(missing_ok=True)
                 raise
         return self._members[layer]
 
     def _check_artifact(self, record: Record) -> None:
-        if not ARTIFACT_NAME.fullmatch(record.artifact):
-            raise BadRecord("not an artifact name")
-        path = self.artifacts / record.artifact
+        path = self.artifacts / record.artifact  # a plain file name: checked when the refs line was read
         st = path.stat()  # gone: OSError, dropped
         if (st.st_ino, st.st_size, st.st_mtime_ns) != record.stat:
             raise BadRecord("the artifact changed since it was published")
@@ -332,30 +332,39 @@ class Records:
         return Earlier(fd, record.base, record.segment, str(path), decompress)
 
     def save(self, records: Iterable[tuple[Record, bytes | None]]) -> None:
-        """Write records atomically, each with its layer's members file (encoded, or None when it was written
-        before) unless a sound one is there; what cannot be written is only logged (reuse is an optimisation)."""
+        """Write records atomically, each with its layer's members file (encoded or as read, None when there is
+        none) unless a sound one is there; what cannot be written is only logged (reuse is an optimisation).
+        The members file is written (or touched) just before the record: a sweep spares young files
+        (:mod:`buildkit.reuse_files`), and one that removed it all the same leaves a record that is removed too."""
         for record, members in records:
             try:
-                sha = self._members_sha(record.layer)
+                members_path = self.members_path(record.layer)
+                sha = self._members_sha(members_path)
                 if sha is None and members is not None:
-                    _write(self.members_path(record.layer), members)
-                    sha = members.split(b"\n", 2)[1].decode()
-                if sha is not None:
-                    _write(self.path(record.layer, record.compression, record.codec), encode(record, sha))
-            except (OSError, BadRecord) as err:
+                    _write(members_path, members)
+                    sha = files.members_head(members)[0]
+                if sha is None:
+                    continue
+                path = self.path(record.layer, record.compression, record.codec)
+                _write(path, encode(record, sha))
+                if not members_path.is_file():  # swept meanwhile
+                    if members is None:
+                        path.unlink(missing_ok=True)
+                    else:
+                        _write(members_path, members)
+            except (OSError, BadRecord, ValueError) as err:
                 log.warning("could not write the reuse record of %s: %s", record.layer, err)
 
-    def _members_sha(self, layer: str) -> str | None:
-        """The digest of the sound members file of ``layer`` (checked, not parsed), None when there is none."""
+    def _members_sha(self, path: Path) -> str | None:
+        """The digest of a sound members file (checked, not parsed; touched: it is about to be named again),
+        None when there is none."""
         try:
-            raw = _read(self.members_path(layer))
-            head = len(MEMBERS_MAGIC) + 65
-            sha = raw[len(MEMBERS_MAGIC):head - 1].decode("ascii")
-            if raw.startswith(MEMBERS_MAGIC) and hashlib.sha256(raw[head:]).hexdigest() == sha:
-                return sha
-        except (OSError, BadRecord, UnicodeDecodeError):
-            pass
-        return None
+            sha = _checked_members(_read(path))[0]
+        except (OSError, BadRecord):
+            return None
+        with contextlib.suppress(OSError):  # another user's file in a shared store: the grace period must do
+            os.utime(path)
+        return sha
 
     def forget_members(self) -> None:
         """Let the members read so far go (they are only needed to index the layers)."""

@@ -1,4 +1,5 @@
-"""Run a container through the docker SDK against podman 4.3 without its log-follow race.
+"""Run a container through the docker SDK against podman 4.3 without its log-follow race; remove the names a
+test gave images.
 
 ``client.containers.run(image, cmd)`` (no ``detach``) follows the logs while the container runs. On podman 4.3
 with the file events logger, that follow can miss the container's "died" event when the container exits
@@ -8,6 +9,7 @@ logs afterwards has no such race.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 
@@ -20,3 +22,14 @@ def run_container(client: Any, image: str, command: Any = None, **kwargs: Any) -
         return status, container.logs(stdout=True, stderr=True)
     finally:
         container.remove(force=True)
+
+
+def remove_images(client: Any, refs: list[str]) -> None:
+    """Remove these names from the shared podman store (all sessions and benchmarks use it): an image goes with
+    its last name, and with it the intermediate images of its build; one another name keeps stays. Never by
+    image ID: a concurrent session may have built the very same image."""
+    import docker.errors
+
+    for ref in refs:
+        with contextlib.suppress(docker.errors.APIError):  # not there (a build that failed), or in use
+            client.images.remove(ref)

@@ -11,7 +11,7 @@ import contextlib
 import io
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +21,7 @@ import pytest
 
 from tests.infra import components
 from tests.infra.charliecloud import Charliecloud
+from tests.infra.containers import remove_images
 from tests.infra.daemon import Component
 from tests.infra.frameworks import FrameworkVenv, FrameworkWheels, HorovodVenv
 from tests.infra.images import BusyboxImage, DebianImage
@@ -85,6 +86,23 @@ def podman() -> Iterator[Podman]:
     """The podman API service; its variables are set in os.environ for the session (subprocesses see them)."""
     with running(PodmanService()) as service, environ(service.env()):
         yield Podman(docker_host=service.docker_host, env=service.env())
+
+
+@pytest.fixture
+def podman_tags(podman: Podman) -> Iterator[Callable[[str], str]]:
+    """``podman_tags(ref)`` gives ``ref`` back and removes that name from the shared podman store when the test
+    ends. Give names unique to the test run (a uuid in the repository or the tag): another session may be running
+    the same test against the same store."""
+    made: list[str] = []
+
+    def tag(ref: str) -> str:
+        made.append(ref)
+        return ref
+
+    yield tag
+    import docker
+
+    remove_images(docker.from_env(), made)
 
 
 @pytest.fixture(scope="session")

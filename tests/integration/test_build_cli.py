@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -97,8 +98,8 @@ def test_failing_step_exits_1_naming_the_step_with_the_log(podman: Any, debian_i
 
 
 def test_second_build_is_a_cache_hit_without_build_work(podman: Any, debian_image: str, cache: Path,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    tag = "localhost/ckit-test/cache:demo"
+                                                        capsys: pytest.CaptureFixture[str], podman_tags: Any) -> None:
+    tag = podman_tags(f"localhost/ckit-test/cache:demo-{uuid.uuid4().hex[:8]}")
     first = builder.prepare("demo", tag=tag)
     engine = CountingDockerEngine()
     builder.execute(first.plan, engine, first.context, lambda event: None)

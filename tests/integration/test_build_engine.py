@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable
+
 import docker
 import pytest
 
@@ -19,28 +22,34 @@ def dockerfile(*lines: str) -> ContextFile:
     return ContextFile("Dockerfile", text.encode(), 0o644)
 
 
-def test_builds_an_image_with_labels_and_files(busybox_image: str) -> None:
+def unique(tag: str) -> str:
+    """A tag of this run: other sessions build in the same podman store (each test removes its tags)."""
+    return f"localhost/ckit-test/engine:{tag}-{uuid.uuid4().hex[:8]}"
+
+
+def test_builds_an_image_with_labels_and_files(busybox_image: str, podman_tags: Callable[[str], str]) -> None:
+    tag = podman_tags(unique("ok"))
     engine = DockerEngine()
     events: list[BuildEvent] = []
     context = [dockerfile("COPY files/hello.txt /hello.txt", "RUN echo built > /built.txt",
                           'CMD ["cat", "/hello.txt", "/built.txt"]'),
                ContextFile("files/hello.txt", b"hello from the context\n", 0o644)]
-    built = engine.build(BuildRequest(context, "k1", "localhost/ckit-test/engine:ok", {"org.example.x": "y"}),
-                         events.append)
+    built = engine.build(BuildRequest(context, "k1", tag, {"org.example.x": "y"}), events.append)
     assert built.cache_hit is False and built.image_id and built.image_id.startswith("sha256:")
     steps = [(e.step, e.steps) for e in events if e.step]
     total = steps[0][1]  # 4 Dockerfile steps; podman adds one LABEL step per label (given one + the build key)
     assert total == 6 and steps == [(n, total) for n in range(1, total + 1)]
     client = docker.from_env()
-    labels = client.images.get("localhost/ckit-test/engine:ok").labels
+    labels = client.images.get(tag).labels
     assert labels[KEY] == "k1" and labels["org.example.x"] == "y"  # the build key label is the engine's
-    assert run_container(client, "localhost/ckit-test/engine:ok") == (0, b"hello from the context\nbuilt\n")
+    assert run_container(client, tag) == (0, b"hello from the context\nbuilt\n")
 
 
-def test_failing_run_step_names_the_step_and_shows_the_log_tail(busybox_image: str) -> None:
+def test_failing_run_step_names_the_step_and_shows_the_log_tail(busybox_image: str,
+                                                                podman_tags: Callable[[str], str]) -> None:
     context = [dockerfile("RUN echo first step ran", "RUN echo 'cannot find libfoo' >&2; exit 3", "RUN echo never")]
     with pytest.raises(BuildFailed) as err:
-        DockerEngine().build(BuildRequest(context, "k2", "localhost/ckit-test/engine:fail"), lambda event: None)
+        DockerEngine().build(BuildRequest(context, "k2", podman_tags(unique("fail"))), lambda event: None)
     # 4 Dockerfile steps; podman counts the build key label as a 5th
     step = "step 3/5 (RUN echo 'cannot find libfoo' >&2; exit 3)"
     assert err.value.step == step
@@ -52,20 +61,21 @@ def test_failing_run_step_names_the_step_and_shows_the_log_tail(busybox_image: s
     assert "never" not in err.value.log.replace("RUN echo never", "")
 
 
-def test_error_item_without_a_run_step_is_a_failure(busybox_image: str) -> None:
+def test_error_item_without_a_run_step_is_a_failure(busybox_image: str, podman_tags: Callable[[str], str]) -> None:
     # COPY of a file the context does not have: the daemon reports it only as an error item in the stream.
     context = [dockerfile("COPY missing.txt /missing.txt")]
+    tag = podman_tags(unique("missing"))
     with pytest.raises(BuildFailed) as err:
-        DockerEngine().build(BuildRequest(context, "k3", "localhost/ckit-test/engine:missing"), lambda event: None)
+        DockerEngine().build(BuildRequest(context, "k3", tag), lambda event: None)
     assert err.value.step == "step 2/3 (COPY missing.txt /missing.txt)"
     assert "missing.txt" in str(err.value).splitlines()[0]
     with pytest.raises(docker.errors.ImageNotFound):
-        docker.from_env().images.get("localhost/ckit-test/engine:missing")
+        docker.from_env().images.get(tag)
 
 
-def test_cached_needs_the_same_build_key(busybox_image: str) -> None:
+def test_cached_needs_the_same_build_key(busybox_image: str, podman_tags: Callable[[str], str]) -> None:
     engine = DockerEngine()
-    request = BuildRequest([dockerfile("LABEL purpose=cache")], "key-a", "localhost/ckit-test/engine:cache")
+    request = BuildRequest([dockerfile("LABEL purpose=cache")], "key-a", podman_tags(unique("cache")))
     engine.build(request, lambda event: None)
     calls: list[str] = []  # a lookup builds nothing and saves nothing (counted, not timed)
     for name in ("build", "get_image"):
@@ -75,7 +85,7 @@ def test_cached_needs_the_same_build_key(busybox_image: str) -> None:
     assert hit is not None and hit.cache_hit and calls == []
     assert docker.from_env().images.get(request.tag).labels[KEY] == "key-a"
     assert engine.cached(BuildRequest(request.context, "key-b", request.tag)) is None
-    assert engine.cached(BuildRequest(request.context, "key-a", "localhost/ckit-test/engine:absent")) is None
+    assert engine.cached(BuildRequest(request.context, "key-a", unique("absent"))) is None
 
 
 def test_probe_and_auto_pick_the_podman_service(podman: object) -> None:

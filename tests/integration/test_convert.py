@@ -16,6 +16,7 @@ import shutil
 import stat
 import subprocess
 import tarfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,8 +31,9 @@ from buildkit.image.sif import read_sif
 from buildkit.image.source import DaemonSource
 from buildkit.registry.source import reader
 from buildkit.store import Store
+from tests.infra.containers import remove_images
 
-EDGE_REF = "localhost/ckit-convert-edge:1"
+EDGE_REPO = "localhost/ckit-convert-edge"
 DOCKERFILE = """\
 FROM {base}
 RUN mkdir -p /opt/olddir /opt/work && echo gone > /opt/gone.txt && echo a > /opt/olddir/a \\
@@ -55,7 +57,7 @@ def run(*argv: str, **kw) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def edge_image(busybox_image: str) -> str:
+def edge_image(busybox_image: str) -> Iterator[str]:
     client = docker.from_env()
     context = io.BytesIO()
     with tarfile.open(fileobj=context, mode="w") as tar:
@@ -64,8 +66,10 @@ def edge_image(busybox_image: str) -> str:
         info.size = len(data)
         tar.addfile(info, io.BytesIO(data))
     context.seek(0)
-    client.images.build(fileobj=context, custom_context=True, tag=EDGE_REF, rm=True)
-    return EDGE_REF
+    ref = f"{EDGE_REPO}:{uuid.uuid4().hex[:8]}"  # this session's: others share the podman store
+    client.images.build(fileobj=context, custom_context=True, tag=ref, rm=True)
+    yield ref
+    remove_images(client, [ref])
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,8 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -168,11 +170,13 @@ def record_in_a_terminal(argv: list[str], env: dict[str, str], cwd: Path, timeou
     return code, MOVES.sub("\n", STYLE.sub("", b"".join(chunks).decode("utf-8", "replace")))
 
 
-def test_progress_in_a_terminal_shows_eta_and_nothing_stale(podman: Any, debian_image: str, tmp_path: Path) -> None:
+def test_progress_in_a_terminal_shows_eta_and_nothing_stale(podman: Any, debian_image: str, tmp_path: Path,
+                                                            podman_tags: Callable[[str], str]) -> None:
     env = {**os.environ, "CKIT_CACHE_DIR": str(tmp_path / "cache"), "TERM": "xterm-256color", "COLUMNS": "150"}
     unique = f"echo {time.time_ns()}"  # a new build key: the build really runs its steps
+    tag = podman_tags(f"localhost/ckit-test/pty:{uuid.uuid4().hex[:12]}")
     argv = [str(Path(sys.executable).parent / "ckit"), "build", "demo", "--set", f"shell.commands={unique}",
-            "--tag", f"localhost/ckit-test/pty:{os.getpid()}", "--to", "image,sqsh", "-o", str(tmp_path / "out")]
+            "--tag", tag, "--to", "image,sqsh", "-o", str(tmp_path / "out")]
     code, screen = record_in_a_terminal(argv, env, tmp_path)
     assert code == 0, screen
     assert re.search(r"building demo, step \d/\d: ", screen), screen

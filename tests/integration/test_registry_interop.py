@@ -121,10 +121,11 @@ def test_docker_archive_push_is_docker_schema_2_with_gzip_layers(registry, podma
     assert digests[0] == digests[1]
 
 
-def test_ckit_reads_every_blob_of_an_image_podman_pushed(registry, podman, busybox_image) -> None:
+def test_ckit_reads_every_blob_of_an_image_podman_pushed(registry, podman, busybox_image, podman_tags) -> None:
     engine = docker.from_env()
     repo = unique_repo()
     engine.images.get(busybox_image).tag(f"{registry.host}/{repo}", "podman")
+    podman_tags(f"{registry.host}/{repo}:podman")
     items = list(engine.api.push(f"{registry.host}/{repo}", tag="podman", stream=True, decode=True))
     assert not [i for i in items if "error" in i], items
     client = RegistryClient.for_reference(parse(f"{registry.host}/{repo}:podman"))
@@ -188,10 +189,12 @@ def test_oci_archive_is_a_source_for_convert_and_push(registry, podman, busybox_
     assert deffile.startswith(b"bootstrap: oci-archive\nfrom: ")
 
 
-def test_pull_to_sqsh_converts_an_image_podman_pushed(registry, podman, busybox_image, tmp_path: Path) -> None:
+def test_pull_to_sqsh_converts_an_image_podman_pushed(registry, podman, busybox_image, tmp_path: Path,
+                                                      podman_tags) -> None:
     engine = docker.from_env()
     repo = unique_repo()
     engine.images.get(busybox_image).tag(f"{registry.host}/{repo}", "convert")
+    podman_tags(f"{registry.host}/{repo}:convert")
     items = list(engine.api.push(f"{registry.host}/{repo}", tag="convert", stream=True, decode=True))
     assert not [i for i in items if "error" in i], items
     ref = f"{registry.host}/{repo}:convert"

@@ -12,11 +12,13 @@ import docker
 from tests.integration.registry_helpers import ckit
 
 
-def test_lock_pins_the_base_image_digest_podman_pushed(registry, podman, busybox_image, tmp_path: Path) -> None:
+def test_lock_pins_the_base_image_digest_podman_pushed(registry, podman, busybox_image, tmp_path: Path,
+                                                      podman_tags) -> None:
     namespace = f"ckit-lock/{uuid.uuid4().hex[:8]}"
     release = "pinned"
     engine = docker.from_env()
     engine.images.get(busybox_image).tag(f"{registry.host}/{namespace}/debian", release)
+    podman_tags(f"{registry.host}/{namespace}/debian:{release}")
     items = list(engine.api.push(f"{registry.host}/{namespace}/debian", tag=release, stream=True, decode=True))
     assert not [i for i in items if "error" in i], items
     expected = json.loads(subprocess.run(  # noqa: S603,S607

@@ -291,7 +291,8 @@ def _tty(command: list[str], env: dict[str, str]) -> str:
     return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", done.stdout).replace("\r", "\n")
 
 
-def test_pull_on_a_terminal_shows_size_and_digest(registry, podman, busybox_image, tmp_path: Path) -> None:
+def test_pull_on_a_terminal_shows_size_and_digest(registry, podman, busybox_image, tmp_path: Path,
+                                                   podman_tags) -> None:
     """No bar without its size (it stayed at '0/? bytes': that the meter is told the size is
     test_first_hour.py::test_a_pull_tells_its_meter_the_size; a local pull is too quick to draw one); a converted
     image's summary names the manifest digest it pulled (it said 'None')."""
@@ -311,6 +312,7 @@ def test_pull_on_a_terminal_shows_size_and_digest(registry, podman, busybox_imag
     repo = unique_repo()
     engine = docker.from_env()
     engine.images.get(busybox_image).tag(f"{registry.host}/{repo}", "img")
+    podman_tags(f"{registry.host}/{repo}:img")
     items = list(engine.api.push(f"{registry.host}/{repo}", tag="img", stream=True, decode=True))
     assert not [i for i in items if "error" in i], items
     target = parse(f"{registry.host}/{repo}:img")

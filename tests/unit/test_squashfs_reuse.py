@@ -40,10 +40,10 @@ def test_members_of_the_wrong_shape_are_refused(column: str, value: object) -> N
     one = base64.b64encode(bytes(8)).decode()
     body = {"name": ["a"], "type": "0", "mode": one, "uid": one, "gid": one, "mtime": one, "size": one,
             "link": [""], "offset": one, "pax": {}}
-    R.decode_members(R._framed(R.MEMBERS_MAGIC, body))  # sound
+    R.decode_members(R._framed_members(body))  # sound
     body[column] = value
     with pytest.raises(R.BadRecord):
-        R.decode_members(R._framed(R.MEMBERS_MAGIC, body))
+        R.decode_members(R._framed_members(body))
 
 
 def test_a_record_whose_body_does_not_match_its_digest_is_refused() -> None:
