@@ -32,12 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from .lease import stale_seconds
+from .oci.digest import is_valid
 
 RECORD_MAGIC = b"ckit-reuse 3\n"
 MEMBERS_MAGIC = b"ckit-members 1\n"
 HEAD_MAX = 4096  # a record's refs line is a few hundred bytes
 ARTIFACT_NAME = re.compile(r"[0-9a-f]{64}\.(sif|sqsh)")
-LAYER_DIGEST = re.compile(r"[a-z0-9]+:[0-9a-f]{32,128}")
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
@@ -58,7 +58,7 @@ class ReuseRefs:
 
 def members_name(layer: str) -> str:
     """The file name of ``layer``'s members file in ``reuse/`` (ValueError unless ``layer`` is a digest)."""
-    if not LAYER_DIGEST.fullmatch(layer):
+    if not is_valid(layer):
         raise ValueError(f"not a digest: {layer!r}")
     return f"{layer.replace(':', '-')}.members"
 
@@ -84,7 +84,7 @@ def record_refs(raw: bytes, *, verify: bool = True) -> tuple[ReuseRefs, bytes]:
     try:
         stat = tuple(data["stat"])
         refs = ReuseRefs(data["layer"], data["artifact"], stat, data["members"])
-        sound = (LAYER_DIGEST.fullmatch(refs.layer) and ARTIFACT_NAME.fullmatch(refs.artifact)
+        sound = (is_valid(refs.layer) and ARTIFACT_NAME.fullmatch(refs.artifact)
                  and SHA256_HEX.fullmatch(refs.members) and len(stat) == 3
                  and all(type(n) is int and n >= 0 for n in stat))
     except (KeyError, TypeError) as err:
