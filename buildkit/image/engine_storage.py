@@ -187,8 +187,32 @@ def _file(dirs: _Dirs, name: str, size: int) -> Iterator[bytes]:
 
 
 def assemble(layer: StoredLayer) -> Iterator[bytes]:
-    """The layer's tar, byte for byte, piece by piece (headers, padding, file data), from its tar-split record and
-    its files (raises Unreadable)."""
+    """The layer's tar, byte for byte, in chunks of about :data:`CHUNK`, from its tar-split record and its files
+    (raises Unreadable)."""
+    return _joined(_pieces(layer))
+
+
+def _joined(pieces: Iterator[bytes], size: int = CHUNK) -> Iterator[bytes]:
+    """Small pieces (512-byte headers, padding, small files) joined into chunks of about ``size``, in order: the
+    reader then makes one write and wakes the precompressor once per chunk, not three times per file (measured: a
+    353 MB layer of small files took 1.85x the time of its archive, most of it in those writes and wake-ups)."""
+    pending: list[bytes] = []
+    held = 0
+    for piece in pieces:
+        if held and held + len(piece) > size:
+            yield b"".join(pending)
+            pending, held = [], 0
+        if len(piece) >= size:
+            yield piece
+        elif piece:
+            pending.append(piece)
+            held += len(piece)
+    if pending:
+        yield b"".join(pending)
+
+
+def _pieces(layer: StoredLayer) -> Iterator[bytes]:
+    """The layer's tar piece by piece: headers and padding from the tar-split record, file data from the files."""
     try:
         dirs = _Dirs(layer.files)
     except OSError as err:
