@@ -66,7 +66,7 @@ def edge_image(busybox_image: str) -> Iterator[str]:
         info.size = len(data)
         tar.addfile(info, io.BytesIO(data))
     context.seek(0)
-    ref = f"{EDGE_REPO}:{uuid.uuid4().hex[:8]}"  # this session's: others share the podman store
+    ref = f"{EDGE_REPO}:{uuid.uuid4().hex[:8]}"  # this run's own name: other test runs share the podman store
     client.images.build(fileobj=context, custom_context=True, tag=ref, rm=True)
     yield ref
     remove_images(client, [ref])
