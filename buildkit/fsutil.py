@@ -11,7 +11,7 @@ read-only or unwritable folder, and an output that is one of the command's input
 a hard or symbolic link). A symbolic link at the output path is followed, as ``docker login`` does with its
 config file: the file it points to is what gets replaced, and the guard checks that file.
 
-Temporary files are named ``.NAME.XXXXXXXX.part`` and held under an exclusive ``flock`` while they are written.
+Temporary files are named ``.NAME.<random>.part`` and held under an exclusive ``flock`` while they are written.
 A writer killed with SIGKILL cannot remove its own; the next write of the same output removes every such file
 that no live process holds.
 """
@@ -38,6 +38,13 @@ STALE_AFTER = 2.0  # seconds: a temp file younger than this may be one whose wri
 _KINDS = {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFIFO: "a FIFO",
           stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}
 
+
+
+def identity(path: Path) -> tuple[int, int, int]:
+    """What changes when a file's bytes do: inode, size and mtime (ns). Linking does not change them (OSError when
+    the file is gone)."""
+    st = os.stat(path)
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 def _kind(mode: int) -> str:
     return _KINDS.get(stat.S_IFMT(mode), "not a regular file")

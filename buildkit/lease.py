@@ -34,6 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .procstat import process_start
+
 STALE_ENV = "CKIT_LOCK_STALE_SECONDS"
 DEFAULT_STALE = 120.0  # seconds without progress; a conversion reports progress at least every few seconds
 BEAT_EVERY = 1.0
@@ -52,18 +54,6 @@ def stale_seconds(value: float | None = None) -> float:
         return max(float(text), 0.5) if text else DEFAULT_STALE
     except ValueError:
         return DEFAULT_STALE
-
-
-def process_start(pid: int) -> str | None:
-    """The start time of ``pid`` (clock ticks since boot), or None when it is gone or a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rpartition(")")[2].split()
-    if not fields or fields[0] in ("Z", "X"):
-        return None
-    return fields[19] if len(fields) > 19 else ""
 
 
 @dataclass(frozen=True)

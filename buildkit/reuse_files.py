@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .fsutil import identity
 from .lease import stale_seconds
 from .oci.digest import is_valid
 
@@ -163,10 +164,9 @@ def sweep(folder: Path, artifacts: Path, *, gone: Collection[str] = (), dry_run:
 
 def _identity_is(path: Path, stat: tuple[int, int, int]) -> bool:
     try:
-        st = path.stat()
+        return identity(path) == stat
     except OSError:
         return False
-    return (st.st_ino, st.st_size, st.st_mtime_ns) == stat
 
 
 def _head(path: Path, size: int) -> bytes | None:

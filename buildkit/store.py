@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConvertError
-from .fsutil import fsync_dir, place_copy
+from .fsutil import fsync_dir, identity, place_copy
 from .lease import Lease
 from .reuse_files import ReuseSweep, sweep
 
@@ -96,7 +96,7 @@ class Store:
             return None
         try:
             meta = json.loads(meta_path.read_text())
-            if not isinstance(meta, dict) or meta.get("stat") != _identity(path):
+            if not isinstance(meta, dict) or meta.get("stat") != list(identity(path)):
                 raise ConvertError(f"{path}: the file changed since it was published")
             if verify is not None:
                 verify(path)
@@ -164,7 +164,7 @@ class Store:
                 os.fsync(f.fileno())
             temp.chmod(0o755 if suffix == "sif" else 0o644)  # a SIF runs via its #! line
             final = self.path(key, suffix)
-            meta = {**meta, "key": key, "size": temp.stat().st_size, "stat": _identity(temp)}  # kept by rename
+            meta = {**meta, "key": key, "size": temp.stat().st_size, "stat": list(identity(temp))}  # kept by rename
             meta_tmp = temp.with_suffix(".json.tmp")
             meta_tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
             meta_tmp.chmod(0o644)  # other users of a shared store read it whatever this user's umask
@@ -209,12 +209,6 @@ def make_dir(folder: Path, root: Path) -> None:
         if bits & 0o022:  # shared on purpose: keep the admin's bits (umask would drop group/other write)
             with contextlib.suppress(OSError):
                 path.chmod(bits)
-
-
-def _identity(path: Path) -> list[int]:
-    """What changes when the file's bytes do: inode, size and mtime (ns). Linking does not change them."""
-    st = path.stat()
-    return [st.st_ino, st.st_size, st.st_mtime_ns]
 
 
 def export(src: Path, dest: Path) -> Path:

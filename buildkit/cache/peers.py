@@ -21,11 +21,13 @@ import hashlib
 import os
 from collections.abc import Mapping
 
+from ..procstat import own_start, process_start
+
 MARKER_BYTES = 64
 
 
 def marker_path(uri: str, env: Mapping[str, str]) -> str:
-    folder = env.get("TMPDIR") or "/tmp"  # noqa: S108 (node-local; the name is opened O_EXCL|O_NOFOLLOW)
+    folder = env.get("TMPDIR") or "/tmp"  # noqa: S108 (node-local; written O_EXCL under a name of its own, linked)
     return os.path.join(folder, f"ckit-importer-{hashlib.sha256(uri.encode()).hexdigest()[:24]}.busy")
 
 
@@ -41,17 +43,7 @@ def _alive(path: str) -> bool:
         os.close(fd)
     if len(text) != 2 or not text[0].isdigit():
         return False
-    try:
-        with open(f"/proc/{int(text[0])}/stat", "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[-1].split()
-    except OSError:
-        return False
-    return len(fields) > 19 and fields[0] != b"Z" and fields[19].decode() == text[1]
-
-
-def _start_time() -> str:
-    with open("/proc/self/stat", "rb") as handle:
-        return handle.read().rsplit(b")", 1)[-1].split()[19].decode()
+    return process_start(int(text[0])) == text[1]
 
 
 def _step_aside() -> None:
@@ -64,10 +56,12 @@ def claim(uri: str, env: Mapping[str, str]) -> str | None:
     process already left one, step aside and return None."""
     path = marker_path(uri, env)
     own = f"{path}.{os.getpid()}"
+    with contextlib.suppress(OSError):
+        os.unlink(own)  # a crashed process's of the same pid (another user's is not ours to remove: O_EXCL fails)
     try:  # written whole under a name of its own, then linked: a marker is never seen half written
-        fd = os.open(own, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        fd = os.open(own, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
         try:
-            os.write(fd, f"{os.getpid()} {_start_time()}\n".encode())
+            os.write(fd, f"{os.getpid()} {own_start()}\n".encode())
         finally:
             os.close(fd)
     except OSError:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from .. import store as store_mod
 from ..config.jsondoc import parse as parse_json
 from ..errors import ConvertError
+from ..fsutil import identity
 from ..progress import Meter, Reporter
 from . import malloc, squashfs
 from .cpushare import CpuShare
@@ -269,11 +270,10 @@ class _Production:
             if partition is None:
                 return
             base = partition.offset
-        st = entry.path.stat()
+        stat = identity(entry.path)
         self.records.save(
-            (Record(digest, plan.compression.label, _codec(plan), entry.path.name,
-                    (st.st_ino, st.st_size, st.st_mtime_ns),
-                    base, stats.segments[n], []), self.members[n] or self.records.raw_members.get(digest))
+            (Record(digest, plan.compression.label, _codec(plan), entry.path.name, stat, base, stats.segments[n], []),
+             self.members[n] or self.records.raw_members.get(digest))
             for n, digest in enumerate(self.digests) if digest)
 
 

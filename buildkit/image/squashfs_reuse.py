@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import reuse_files as files
+from ..fsutil import identity
 from .squashfs import COMPRESSOR_IDS
 from .squashfs_blocks import BLOCK_SIZE, UNCOMPRESSED_BLOCK
 from .squashfs_copy import Earlier, Segment, stored
@@ -310,8 +311,7 @@ class Records:
 
     def _check_artifact(self, record: Record) -> None:
         path = self.artifacts / record.artifact  # a plain file name: checked when the refs line was read
-        st = path.stat()  # gone: OSError, dropped
-        if (st.st_ino, st.st_size, st.st_mtime_ns) != record.stat:
+        if identity(path) != record.stat:  # gone: OSError, dropped
             raise BadRecord("the artifact changed since it was published")
         with path.open("rb") as f:
             f.seek(record.base)
@@ -322,7 +322,7 @@ class Records:
         bytes_used = struct.unpack_from("<Q", head, 40)[0]
         algo = record.compression.partition(":")[0]
         if block_size != BLOCK_SIZE or comp != COMPRESSOR_IDS.get(algo) or record.segment.end > bytes_used \
-                or record.base + bytes_used > st.st_size:
+                or record.base + bytes_used > record.stat[1]:  # the size just checked
             raise BadRecord("the squashfs does not match the record")
 
     def open(self, record: Record, decompress: Any) -> Earlier:

@@ -16,6 +16,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..config import limits
 from ..config.jsondoc import parse as parse_json
@@ -123,18 +124,17 @@ def resolve(host: str, config_path: Path | None = None) -> Credentials | None:
     return None
 
 
-def _helper_argv(helper: str, action: str) -> list[str]:
+def _run_helper(helper: str, action: str, payload: str, **kwargs: Any) -> Any:
+    """``docker-credential-HELPER ACTION`` with ``payload`` on its stdin (a process.run result)."""
     from .. import process  # only credential helpers run programs: the importer's start-up skips loading it
 
     name = f"docker-credential-{helper}"
     process.require(name, purpose=f"read registry credentials (credsStore/credHelpers {helper!r})")
-    return [name, action]
+    return process.run([name, action], input=payload, step="credential helper", **kwargs)
 
 
 def helper_get(helper: str, server: str) -> Credentials | None:
-    from .. import process
-
-    result = process.run(_helper_argv(helper, "get"), input=server, check=False, step="credential helper")
+    result = _run_helper(helper, "get", server, check=False)
     if result.returncode != 0:
         if "credentials not found" in (result.stdout + result.stderr).lower():
             return None
@@ -149,9 +149,7 @@ def helper_get(helper: str, server: str) -> Credentials | None:
 
 def _helper_store(helper: str, server: str, creds: Credentials) -> None:
     payload = json.dumps({"ServerURL": server, "Username": creds.username, "Secret": creds.password})
-    from .. import process
-
-    process.run(_helper_argv(helper, "store"), input=payload, step="credential helper", secrets=creds.secrets())
+    _run_helper(helper, "store", payload, secrets=creds.secrets())
 
 
 def _write_private(path: Path, data: dict) -> None:
@@ -180,9 +178,7 @@ def store(host: str, creds: Credentials, config_path: Path | None = None) -> str
 
 def _helper_erase(helper: str, server: str) -> bool:
     """Ask the helper to forget ``server``; False when it had nothing stored."""
-    from .. import process
-
-    result = process.run(_helper_argv(helper, "erase"), input=server, check=False, step="credential helper")
+    result = _run_helper(helper, "erase", server, check=False)
     if result.returncode == 0:
         return True
     if "credentials not found" in (result.stdout + result.stderr).lower():
