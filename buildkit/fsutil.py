@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .errors import CkitError, ConfigError, FileError, os_error
+from .fsbase import identity as identity  # re-exported: it lives where the cheapest importers can reach it
 
 NAME_MAX = 255
 PATH_MAX = 4096
@@ -38,13 +39,6 @@ STALE_AFTER = 2.0  # seconds: a temp file younger than this may be one whose wri
 _KINDS = {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFIFO: "a FIFO",
           stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}
 
-
-
-def identity(path: Path) -> tuple[int, int, int]:
-    """What changes when a file's bytes do: inode, size and mtime (ns). Linking does not change them (OSError when
-    the file is gone)."""
-    st = os.stat(path)
-    return st.st_ino, st.st_size, st.st_mtime_ns
 
 def _kind(mode: int) -> str:
     return _KINDS.get(stat.S_IFMT(mode), "not a regular file")

@@ -30,7 +30,6 @@ one rule of :mod:`buildkit.reuse_files`.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConvertError
+from .fsbase import make_dir
 from .fsutil import fsync_dir, identity, place_copy
 from .lease import Lease
 from .reuse_files import ReuseSweep, sweep
@@ -194,21 +194,6 @@ class Store:
         return found
 
 
-def make_dir(folder: Path, root: Path) -> None:
-    """Create ``folder`` (and its parents up to ``root``) with ``root``'s permission bits once ``root`` exists."""
-    if folder.is_dir():
-        return
-    root.mkdir(parents=True, exist_ok=True)
-    bits = root.stat().st_mode & 0o7777
-    missing = [p for p in [folder, *folder.parents] if p != root and root in p.parents and not p.is_dir()]
-    for path in reversed(missing):
-        try:
-            path.mkdir()
-        except FileExistsError:
-            continue
-        if bits & 0o022:  # shared on purpose: keep the admin's bits (umask would drop group/other write)
-            with contextlib.suppress(OSError):
-                path.chmod(bits)
 
 
 def export(src: Path, dest: Path) -> Path:

@@ -42,6 +42,7 @@ class ImporterConfig:
     lock_stale_seconds: float | None = None
     hold_max_age: float = 24 * 3600.0
     origin: str = ""  # where the cache path came from, for messages
+    variables: tuple[str, ...] = ()  # the environment variables the cache path names
 
 
 def parse_size(text: str | int, where: str = "max_size") -> int:
@@ -102,4 +103,5 @@ def load(env: Mapping[str, str] | None = None, sites_dirs: tuple[Path, ...] = ()
         max_size=parse_size(data["max_size"], f"{path}: max_size") if "max_size" in data else None,
         allow_http=tuple(str(h) for h in data.get("allow_http") or ()),
         lock_stale_seconds=float(data["lock_stale_seconds"]) if "lock_stale_seconds" in data else None,
-        hold_max_age=float(data.get("hold_max_age", 24 * 3600.0)), origin=origin)
+        hold_max_age=float(data.get("hold_max_age", 24 * 3600.0)), origin=origin,
+        variables=tuple(m.group(1) or m.group(2) for m in _VAR.finditer(str(cache))))

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..cachedir.layout import CacheDir, image_ref_name, is_key, safe_name
+from ..cachedir.holds import is_key
+from ..cachedir.layout import CacheDir, image_ref_name, safe_name
 from ..errors import ConfigError, ConvertError, RegistryError
+from ..fsbase import make_dir
 from ..registry.reference import Reference
-from ..store import make_dir
 from .uri import enroot_form
 
 if TYPE_CHECKING:  # requests loads only when the lean HEAD is not enough (start-up time)

@@ -18,18 +18,18 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
-from ..errors import CkitError
 from . import peers
 
+TYPE_CHECKING = False  # not typing's: a waiter handed its image by a peer loads nothing it can do without
 if TYPE_CHECKING:  # the fetch machinery loads only when an image is fetched (start-up time)
+    from collections.abc import Callable, Mapping
+
     from .fetch import Served
 
 PROG = "ckit-pyxis-importer"
 USAGE = f"usage: {PROG} get IMAGE_URI | {PROG} release"
-UNSAFE = r"[^A-Za-z0-9._@-]"
+SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._@-")
 
 
 def log(message: str) -> None:
@@ -38,19 +38,19 @@ def log(message: str) -> None:
 
 
 def holder_id(env: Mapping[str, str]) -> str:
-    """The step, as a file name: ``<job>.<step>@<host>``."""
-    import re
-    import socket
-
-    job, step = env.get("SLURM_JOB_ID") or "nojob", env.get("SLURM_STEP_ID") or "nostep"
-    return re.sub(UNSAFE, "_", f"{job}.{step}@{socket.gethostname()}")[:200]
+    """The step, as a file name: ``<job>.<step>@<host>`` (characters outside ``[A-Za-z0-9._@-]`` become ``_``)."""
+    job, step = (env.get(name) or default for name, default in zip(peers.HOLDER_VARS, ("nojob", "nostep"),
+                                                                    strict=True))
+    return "".join(c if c in SAFE else "_" for c in f"{job}.{step}@{os.uname().nodename}")[:200]
 
 
 def _flag(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "y", "yes", "true", "on")
 
 
-def get(uri_text: str, env: Mapping[str, str]) -> Served:
+def get(uri_text: str, env: Mapping[str, str]) -> tuple[Served, str | None]:
+    """What ``get`` serves, and the cache folder when waiting peers may take the same answer (see
+    :mod:`.peers`): not when it was served offline, nor when the cache folder depends on the step."""
     from ..cachedir.layout import CacheDir
     from ..image.squashfs import choose
     from ..lease import STALE_ENV
@@ -78,12 +78,44 @@ def get(uri_text: str, env: Mapping[str, str]) -> Served:
     if served.converted and cfg.max_size is not None:
         for gone in cache.evict(cfg.max_size):
             log(f"evicted {gone.meta.get('source') or gone.key} ({gone.size / 1e6:.0f} MB, least recently used)")
-    return served
+    per_step = any(name in cfg.variables for name in peers.HOLDER_VARS)
+    return served, None if served.offline or per_step else str(cfg.cache)
+
+
+def serve_shared(shared: peers.Shared, env: Mapping[str, str]) -> str | None:
+    """The path a peer served, once this step holds it and it is still the file the peer served; None otherwise
+    (then the ordinary path runs). Loads nothing but the standard library."""
+    from ..cachedir import holds
+    from ..fsbase import identity
+
+    try:
+        holds.hold(shared.root, shared.key, holder_id(env))  # before the look, as the ordinary path does
+        holds.touch(shared.root, shared.key)
+        same = identity(shared.path) == shared.ident
+    except (OSError, ValueError):
+        return None
+    return shared.path if same else None
+
+
+def _from_peer(peer: peers.Peer, env: Mapping[str, str]) -> str | None:
+    shared = peers.wait(peer)
+    return serve_shared(shared, env) if shared is not None else None
+
+
+def _get(uri: str, env: Mapping[str, str], claimed: peers.Marker | peers.Peer | None) -> str:
+    try:
+        served, root = get(uri, env)
+        if root is not None:
+            peers.publish(claimed, root, served.key, str(served.path))
+        return str(served.path)
+    finally:
+        peers.drop(claimed)
 
 
 def release(env: Mapping[str, str]) -> int:
     """Drop this step's holds; never fails (Pyxis may call it twice, and after a SIGKILL)."""
     from ..cachedir.layout import CacheDir
+    from ..errors import CkitError
     from ..lease import clear_if_gone
     from . import config as config_mod
 
@@ -106,21 +138,34 @@ def release(env: Mapping[str, str]) -> int:
 def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     env = os.environ if env is None else env
+    if len(args) == 2 and args[0] == "get":
+        claimed = peers.claim(args[1], env)  # first, before the start-up work a waiter should not compete with
+        path = _from_peer(claimed, env) if isinstance(claimed, peers.Peer) else None
+        return _print(path) if path is not None else _run(lambda: _get(args[1], env, claimed))
+    if args == ["release"]:
+        return _run(lambda: release(env))
+    log(USAGE)
+    return 2
+
+
+def _print(path: str) -> int:
+    sys.stdout.write(path + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+def _run(work: Callable[[], object]) -> int:
+    """``work`` with stdout kept for the path alone (whatever a library might print goes to stderr), its errors
+    as exit statuses; the path it returns (a str), if any, printed."""
+    from ..errors import CkitError
+
     real_stdout = sys.stdout
-    sys.stdout = sys.stderr  # the stdout contract: only the path, whatever a library might print
+    sys.stdout = sys.stderr
     try:
-        if len(args) == 2 and args[0] == "get":
-            marker = peers.claim(args[1], env)  # first, before the start-up work a waiter should not compete with
-            try:
-                path = str(get(args[1], env).path)
-            finally:
-                peers.drop(marker)
-        elif args == ["release"]:
-            release(env)
-            return 0
-        else:
-            log(USAGE)
-            return 2
+        try:
+            path = work()
+        finally:
+            sys.stdout = real_stdout
     except CkitError as err:
         log(f"error: {err}")
         return err.exit_code
@@ -130,11 +175,7 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     except KeyboardInterrupt:
         log("interrupted")
         return 130
-    finally:
-        sys.stdout = real_stdout
-    real_stdout.write(path + "\n")
-    real_stdout.flush()
-    return 0
+    return _print(path) if isinstance(path, str) else 0
 
 
 def run() -> None:

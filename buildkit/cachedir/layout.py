@@ -28,22 +28,19 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..fsbase import make_dir
 from ..reuse_files import ReuseSweep
-from ..store import Entry, Store, make_dir
+from ..store import Entry, Store
+from . import holds
+from .holds import is_key
 
 HOLD_MAX_AGE = 24 * 3600.0  # a hold older than this is from a step that died without release
-_KEY = re.compile(r"^[0-9a-f]{64}$")
 
-
-def is_key(value: object) -> bool:
-    """A store key (64 hex digits): what a record must name before it becomes part of a path."""
-    return isinstance(value, str) and bool(_KEY.match(value))
 
 
 def safe_name(text: str) -> str:
@@ -140,10 +137,7 @@ class CacheDir:
     # -- holds, use, access --------------------------------------------------------------------------
 
     def hold(self, key: str, holder: str) -> None:
-        if not is_key(key) or "/" in holder or holder in ("", ".", ".."):
-            raise ValueError(f"not a cache key and holder: {key!r} {holder!r}")
-        path = self._dir("holds", key) / holder
-        path.write_text(json.dumps({"pid": os.getpid(), "uid": os.getuid(), "time": int(time.time())}) + "\n")
+        holds.hold(self.root, key, holder)
 
     def release(self, holder: str) -> int:
         """Drop every hold of ``holder``; how many there were (0 the second time: release is idempotent)."""
@@ -167,18 +161,8 @@ class CacheDir:
         return tuple(sorted(live))
 
     def touch(self, key: str) -> None:
-        """Record a use of ``key`` (the marker is writable by everyone, so any user's use counts)."""
-        path = self._dir("used") / key
-        try:
-            os.utime(path)
-        except FileNotFoundError:
-            with contextlib.suppress(OSError):
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)
-                with contextlib.suppress(OSError):
-                    os.fchmod(fd, 0o666)
-                os.close(fd)
-        except PermissionError:
-            pass
+        """Record a use of ``key`` (any user's use counts)."""
+        holds.touch(self.root, key)
 
     def use_stamp(self, key: str) -> int | None:
         """The use marker's modification time (ns), read through an open file: fresh from an NFS server too."""

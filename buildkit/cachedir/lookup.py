@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .layout import is_key, safe_name
+from .holds import is_key
+from .layout import safe_name
 
 
 def expand_folder(text: str | None) -> Path | None:

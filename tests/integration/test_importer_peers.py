@@ -1,12 +1,16 @@
-"""Concurrent gets of one image on one node (buildkit.cache.peers): the first leaves a marker, the others lower
-their CPU priority; the marker is a hint that never follows a symlink, is never seen half written, and is replaced
-when its process is gone."""
+"""Concurrent gets of one image on one node (buildkit.cache.peers): the first leaves a locked marker; a get of the
+same user with the same settings waits for it and takes what it served; any other lowers its CPU priority and
+takes the ordinary path. The marker never follows a symlink, is never seen half written, and is replaced when its
+process is gone."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from buildkit.cache import peers
@@ -14,47 +18,100 @@ from buildkit.cache import peers
 URI = "docker://registry.example#team/image:1"
 
 
-def env_for(tmp_path: Path) -> dict[str, str]:
-    return {"TMPDIR": str(tmp_path)}
+def env_for(tmp_path: Path, job: int = 1, **more: str) -> dict[str, str]:
+    return {"TMPDIR": str(tmp_path), "SLURM_JOB_ID": str(job), "SLURM_STEP_ID": "0", **more}
 
 
-def claim_in_child(tmp_path: Path) -> tuple[str, int]:
-    """What ``claim`` returns in another process, and that process's nice value afterwards."""
-    code = ("import os, sys; from buildkit.cache import peers; "
-            f"got = peers.claim({URI!r}, {{'TMPDIR': sys.argv[1]}}); print(got, os.nice(0))")
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True)
-    got, nice = out.stdout.split()
-    return got, int(nice)
+CHILD = """
+import json, os, sys
+from buildkit.cache import peers
+env = json.loads(sys.argv[1])
+got = peers.claim(sys.argv[2], env)
+shared = peers.wait(got, float(sys.argv[3])) if isinstance(got, peers.Peer) else None
+print(type(got).__name__, os.nice(0), shared.path if shared else "-", flush=True)
+peers.drop(got)
+"""
 
 
-def test_the_first_get_leaves_a_marker_and_removes_it(tmp_path: Path) -> None:
-    path = peers.claim(URI, env_for(tmp_path))
-    assert path == peers.marker_path(URI, env_for(tmp_path))
-    assert Path(path).read_text().split()[0] == str(os.getpid())
-    assert sorted(p.name for p in tmp_path.iterdir()) == [Path(path).name]  # its own name was only a step
-    peers.drop(path)
+def child(env: dict[str, str], uri: str = URI, limit: float = 30.0) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(env), uri, str(limit)], text=True,
+                            stdout=subprocess.PIPE)
+
+
+def outcome(proc: subprocess.Popen[str]) -> tuple[str, int, str]:
+    out, _ = proc.communicate(timeout=60)
+    kind, nice, path = out.split()
+    return kind, int(nice), path
+
+
+def test_the_first_get_leaves_a_locked_marker_and_removes_it(tmp_path: Path) -> None:
+    marker = peers.claim(URI, env_for(tmp_path))
+    assert isinstance(marker, peers.Marker)
+    assert marker.path == peers.marker_path(URI, env_for(tmp_path))
+    lines = Path(marker.path).read_text().split("\n")
+    assert lines[0].split()[0] == str(os.getpid()) and lines[2] == URI
+    assert sorted(p.name for p in tmp_path.iterdir()) == [Path(marker.path).name]  # its own name was only a step
+    peers.drop(marker)
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_get_that_finds_a_live_marker_steps_aside(tmp_path: Path) -> None:
-    path = peers.claim(URI, env_for(tmp_path))
+def test_a_get_of_the_same_user_and_settings_waits_and_takes_what_was_served(tmp_path: Path) -> None:
+    marker = peers.claim(URI, env_for(tmp_path, job=1))
+    assert isinstance(marker, peers.Marker)
+    served = tmp_path / "artifact.sqsh"
+    served.write_bytes(b"squashfs")
+    waiter = child(env_for(tmp_path, job=2))  # another step: only its holder variables differ
+    time.sleep(0.5)
+    assert waiter.poll() is None  # still waiting for the first one
+    peers.publish(marker, str(tmp_path), "a" * 64, str(served))
+    peers.drop(marker)
+    assert outcome(waiter) == ("Peer", 19, str(served))
+
+
+def test_a_peer_that_fails_or_is_killed_sends_its_waiters_down_the_ordinary_path(tmp_path: Path) -> None:
+    marker = peers.claim(URI, env_for(tmp_path, job=1))
+    waiter = child(env_for(tmp_path, job=2))
+    time.sleep(0.3)
+    peers.drop(marker)  # done without a result: it failed, or served offline
+    assert outcome(waiter) == ("Peer", 19, "-")
+    code = ("import json, sys, time; from buildkit.cache import peers; "  # a first get that is then killed
+            "m = peers.claim(sys.argv[2], json.loads(sys.argv[1])); print(type(m).__name__, flush=True); "
+            "time.sleep(60)")
+    holder = subprocess.Popen([sys.executable, "-c", code, json.dumps(env_for(tmp_path, job=4)), URI], text=True,
+                              stdout=subprocess.PIPE)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "Marker"
+    waiter = child(env_for(tmp_path, job=5))
+    time.sleep(0.3)
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    assert outcome(waiter) == ("Peer", 19, "-")  # its lock ended with it: no wait for the time limit
+
+
+def test_other_settings_or_another_user_only_step_aside(tmp_path: Path) -> None:
+    marker = peers.claim(URI, env_for(tmp_path, job=1))
+    assert isinstance(marker, peers.Marker)
     try:
-        got, nice = claim_in_child(tmp_path)
-        assert (got, nice) == ("None", 19)
-        assert Path(path).read_text().split()[0] == str(os.getpid())  # the first one's marker stays
+        assert outcome(child(env_for(tmp_path, job=2, ENROOT_CONFIG_PATH="/elsewhere"))) == ("NoneType", 19, "-")
+        os.chown(marker.path, 65534, 65534)  # as if another user's
+        assert outcome(child(env_for(tmp_path, job=3))) == ("NoneType", 19, "-")
     finally:
-        peers.drop(path)
+        peers.drop(marker)
+
+
+def test_a_waiter_gives_up_at_its_time_limit(tmp_path: Path) -> None:
+    marker = peers.claim(URI, env_for(tmp_path, job=1))
+    try:
+        assert outcome(child(env_for(tmp_path, job=2), limit=0.3)) == ("Peer", 19, "-")
+    finally:
+        peers.drop(marker)
 
 
 def test_a_marker_of_a_process_that_is_gone_is_replaced(tmp_path: Path) -> None:
     marker = Path(peers.marker_path(URI, env_for(tmp_path)))
     marker.write_text(f"{2**22 + 12345} 1\n")  # beyond pid_max: no such process
-    got, nice = claim_in_child(tmp_path)
-    assert (got, nice) == (str(marker), 0)
-    with_reused_pid = f"{os.getpid()} 1\n"  # a live pid with another start time: a reused pid, not the maker
-    marker.write_text(with_reused_pid)
-    got, nice = claim_in_child(tmp_path)
-    assert (got, nice) == (str(marker), 0)
+    assert outcome(child(env_for(tmp_path)))[:2] == ("Marker", 0)
+    marker.write_text(f"{os.getpid()} 1\n")  # a live pid with another start time: a reused pid, not the maker
+    assert outcome(child(env_for(tmp_path)))[:2] == ("Marker", 0)
 
 
 def test_a_symlink_in_place_of_the_marker_is_never_followed(tmp_path: Path) -> None:
@@ -62,15 +119,16 @@ def test_a_symlink_in_place_of_the_marker_is_never_followed(tmp_path: Path) -> N
     victim.write_text("keep\n")
     marker = Path(peers.marker_path(URI, env_for(tmp_path)))
     marker.symlink_to(victim)
-    got, nice = claim_in_child(tmp_path)
+    kind, nice, _ = outcome(child(env_for(tmp_path)))
     assert nice == 0  # a symlink is no live marker
     assert victim.read_text() == "keep\n"
-    peers.drop(got if got != "None" else None)
 
 
-def test_drop_leaves_another_process_marker_alone(tmp_path: Path) -> None:
-    marker = Path(peers.marker_path(URI, env_for(tmp_path)))
-    marker.write_text("1 1\n")  # pid 1's, as far as this process can tell
-    peers.drop(str(marker))
-    assert marker.exists()
+def test_drop_leaves_a_marker_that_is_no_longer_its_own_alone(tmp_path: Path) -> None:
+    marker = peers.claim(URI, env_for(tmp_path))
+    assert isinstance(marker, peers.Marker)
+    os.unlink(marker.path)
+    Path(marker.path).write_text("1 1\n")  # another process's now
+    peers.drop(marker)
+    assert Path(marker.path).read_text() == "1 1\n"
     peers.drop(None)  # nothing claimed: nothing to do

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from tests.integration.pyxis_helpers import (
     AclTokenServer,
     importer,
     pyxis_env,
+    spawn,
     unsquash_check,
 )
 from tests.integration.registry_helpers import ckit, unique_repo
@@ -254,3 +256,67 @@ def test_a_cached_get_loads_no_http_library_or_converter(acl: Acl, private: str,
     refused = subprocess.run([sys.executable, "-c", LEAN, uri], capture_output=True, text=True, check=False,  # noqa: S603
                              env=pyxis_env(home(shared, "bob"), cache, user="bob"))
     assert refused.returncode == 1 and "heavy: requests" in refused.stderr  # a refusal is worded by the full client
+
+
+WAITER = """
+import sys
+from buildkit.cache.importer import main
+code = main(["get", sys.argv[1]])
+print("loaded:", ",".join(sorted(m for m in sys.modules if m.startswith("buildkit") or m in (
+    "yaml", "http.client", "json", "ssl", "hashlib", "typing"))), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def test_a_waiter_takes_what_its_peer_served_loading_only_the_standard_library(acl: Acl, private: str,
+                                                                                shared: Path) -> None:
+    """A get that finds a live get of the same user with the same settings on its node waits for it and serves
+    its answer, held under its own step, without the configuration, registry or cache machinery."""
+    import sys
+
+    from buildkit.cache import importer as importer_mod
+    from buildkit.cache import peers
+
+    cache = fresh(shared, "peer")
+    uri = f"docker://{acl.host}#{private}"
+    first, second = (pyxis_env(home(shared, "alice"), cache, user="alice", job=job) for job in (510, 511))
+    marker = peers.claim(uri, first)  # this test is the first get
+    assert isinstance(marker, peers.Marker)
+    try:
+        waiter = subprocess.Popen([sys.executable, "-c", WAITER, uri], env=second, text=True,  # noqa: S603
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 30
+        while os.getpriority(os.PRIO_PROCESS, waiter.pid) != 19 and time.monotonic() < deadline:
+            time.sleep(0.02)  # until it found the marker and stepped aside
+        served, root = importer_mod.get(uri, first)
+        assert root == str(cache)
+        peers.publish(marker, root, served.key, str(served.path))
+    finally:
+        peers.drop(marker)
+    out, err = waiter.communicate(timeout=60)
+    assert waiter.returncode == 0, err
+    assert out == f"{served.path}\n"
+    loaded = err.split("loaded: ")[1].split()[0].split(",")
+    assert set(loaded) <= {"buildkit", "buildkit.cache", "buildkit.cache.importer", "buildkit.cache.peers",
+                           "buildkit.fsbase", "buildkit.procstat", "buildkit.cachedir", "buildkit.cachedir.holds"}, loaded
+    assert sorted(p.name for p in (cache / "holds" / served.key).iterdir()) == sorted(
+        importer_mod.holder_id(env) for env in (first, second))  # each step holds it under its own name
+    assert importer("release", env=second).returncode == 0
+    assert [p.name for p in (cache / "holds" / served.key).iterdir()] == [importer_mod.holder_id(first)]
+
+
+def test_a_get_whose_peer_serves_nothing_takes_the_ordinary_path(acl: Acl, private: str, shared: Path) -> None:
+    from buildkit.cache import peers
+
+    cache = fresh(shared, "peer-failed")
+    uri = f"docker://{acl.host}#{private}"
+    first, second = (pyxis_env(home(shared, "alice"), cache, user="alice", job=job) for job in (520, 521))
+    marker = peers.claim(uri, first)
+    try:
+        waiter = spawn("get", uri, env=second)
+        time.sleep(0.5)
+    finally:
+        peers.drop(marker)  # the first get failed: no answer to take
+    out, err = waiter.communicate(timeout=120)
+    assert waiter.returncode == 0, err
+    assert "converting" in err and out.strip().startswith(str(cache))  # its own access check and conversion

@@ -1,0 +1,49 @@
+"""File system primitives that need nothing but ``os``: a file's identity, and folders made inside a shared root.
+
+Cheap to import on purpose: a Pyxis importer handed its image by a peer on the same node uses them without
+loading anything else (see :mod:`buildkit.cache.peers`). :mod:`buildkit.fsutil` has the rest.
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False  # not typing's: see the module doc
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+def make_dir(folder: str | os.PathLike[str], root: str | os.PathLike[str]) -> None:
+    """Create ``folder`` (and its parents up to ``root``) with ``root``'s permission bits once ``root`` exists."""
+    folder, root = os.path.normpath(folder), os.path.normpath(root)
+    if os.path.isdir(folder):
+        return
+    os.makedirs(root, exist_ok=True)
+    bits = os.stat(root).st_mode & 0o7777
+    missing = []
+    path = folder
+    while path != root and path.startswith(root + os.sep) and not os.path.isdir(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    for path in reversed(missing):
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            continue
+        if bits & 0o022:  # shared on purpose: keep the admin's bits (umask would drop group/other write)
+            quietly(os.chmod, path, bits)
+
+
+def identity(path: str | os.PathLike[str]) -> tuple[int, int, int]:
+    """What changes when a file's bytes do: inode, size and mtime (ns). Linking does not change them (OSError when
+    the file is gone)."""
+    st = os.stat(path)
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def quietly(call: Callable[..., object], *args: object) -> None:
+    """``call(*args)`` with an OSError ignored: ``contextlib.suppress`` without loading ``contextlib``."""
+    try:  # noqa: SIM105 (see the docstring)
+        call(*args)
+    except OSError:
+        pass
