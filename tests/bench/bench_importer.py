@@ -142,6 +142,7 @@ def _measure(work: Path, host: str, image: str) -> list[BenchResult]:
                     target="< 0.3", detail=f"median of {len(hits)}; min {hits[0]:.3f} s, max {hits[-1]:.3f} s"),
         BenchResult(f"{HERD} concurrent cold gets / one cold get (time)", ratios[len(ratios) // 2], target="<= 1.2",
                     detail=f"median of {ROUNDS} rounds ({', '.join(f'{h:.2f}/{c:.2f} s' for c, h in rounds)}); one "
-                           f"conversion; the {HERD - 1} waiting processes take {min(waiting_cpu):.2f} CPU s each "
-                           f"(start-up, HEAD, wait) from the {JOBS} CPUs the conversion uses"),
+                           f"conversion; the {HERD - 1} waiting processes take {min(waiting_cpu):.3f} CPU s each "
+                           f"(start-up, wait for the first get's answer, hold) from the {JOBS} CPUs the conversion "
+                           "uses"),
     ]
