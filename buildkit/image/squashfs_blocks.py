@@ -9,6 +9,7 @@ filesystems that support them).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import zlib
@@ -191,6 +192,24 @@ class BlockWriter:
         """Write every queued job's output (placed copies may still run: see :meth:`finish`)."""
         while self._pending:
             self._retire()
+
+    def write_behind(self) -> threading.Thread:
+        """Start sending what is written so far to the disk (``fdatasync`` on a thread of its own, once the
+        placed copies are done): the pages then go out while the tables are built, and the caller's final
+        ``fsync`` has little left to wait for. Only a head start: its failure is left to that ``fsync``.
+        The caller joins the thread before it closes the file."""
+        placed = list(self._placed)
+
+        def flush() -> None:
+            for future in placed:
+                if future.exception() is not None:
+                    return
+            with contextlib.suppress(OSError):
+                os.fdatasync(self.out.fd)
+
+        thread = threading.Thread(target=flush, name="squashfs-flush", daemon=True)
+        thread.start()
+        return thread
 
     def finish(self) -> None:
         """Wait for the placed copies; the first failure is raised."""
