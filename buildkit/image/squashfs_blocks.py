@@ -9,7 +9,6 @@ filesystems that support them).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import zlib
@@ -19,7 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ..errors import ConvertError
-from ..fsutil import ALIGN, copy_range
+from ..fsutil import ALIGN, copy_range, start_writeback
 
 try:
     from isal.isal_zlib import crc32  # about ten times zlib's speed
@@ -28,6 +27,7 @@ except ImportError:  # no isal wheel for this platform
 
 BLOCK_SIZE = 1 << 17
 UNCOMPRESSED_BLOCK = 1 << 24  # flag in a data block's or fragment's size word
+WRITE_BEHIND = 32 << 20  # bytes the writer writes between two write-behind calls
 
 Compress = Callable[[bytes], bytes]
 Piece = tuple[int, int, int] | bytes  # (fd, offset, size) of a layer file, or bytes held in memory
@@ -101,8 +101,9 @@ class Output:
     """The image file, written by position: the writer appends at ``pos``, and a copy job whose place is known
     in advance writes there itself, on a worker, while other jobs run."""
 
-    def __init__(self, fd: int, pos: int = 0) -> None:
+    def __init__(self, fd: int, pos: int = 0, write_behind: bool = False) -> None:
         self.fd, self.pos = fd, pos
+        self.write_behind = write_behind  # the file is to be fsynced: send what is written to disk as it goes
 
     def write(self, data: bytes | memoryview) -> int:
         self.write_at(self.pos, data)
@@ -144,6 +145,7 @@ class BlockWriter:
         self._placed: list[Future[Packed]] = []
         self._backlog = 2 * jobs + 4  # finished runs waiting to be written: memory stays a few MiB per thread
         self._known: int | None = out.pos  # where the next job's output starts, while every size is known
+        self._behind = out.pos  # what the writer wrote before this is on its way to the disk (write-behind)
 
     @property
     def pos(self) -> int:
@@ -187,29 +189,14 @@ class BlockWriter:
                 self.out.write(data)
                 chunks.append(data)  # type: ignore[arg-type]
         done(start, placed, chunks)
+        if self.out.write_behind and self.out.pos - self._behind >= WRITE_BEHIND:  # off the main thread: it may block
+            self._io.submit(start_writeback, self.out.fd, self._behind, self.out.pos - self._behind)
+            self._behind = self.out.pos
 
     def drain(self) -> None:
         """Write every queued job's output (placed copies may still run: see :meth:`finish`)."""
         while self._pending:
             self._retire()
-
-    def write_behind(self) -> threading.Thread:
-        """Start sending what is written so far to the disk (``fdatasync`` on a thread of its own, once the
-        placed copies are done): the pages then go out while the tables are built, and the caller's final
-        ``fsync`` has little left to wait for. Only a head start: its failure is left to that ``fsync``.
-        The caller joins the thread before it closes the file."""
-        placed = list(self._placed)
-
-        def flush() -> None:
-            for future in placed:
-                if future.exception() is not None:
-                    return
-            with contextlib.suppress(OSError):
-                os.fdatasync(self.out.fd)
-
-        thread = threading.Thread(target=flush, name="squashfs-flush", daemon=True)
-        thread.start()
-        return thread
 
     def finish(self) -> None:
         """Wait for the placed copies; the first failure is raised."""

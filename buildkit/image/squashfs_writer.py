@@ -109,20 +109,18 @@ def write(tree: Tree, path: Path, algo: str, level: int, *, own: Ownership | Non
           write_behind: bool = False) -> Stats:
     """Write ``tree`` as a squashfs image at ``path`` (created or truncated). ``earlier``: segments of earlier
     images to copy layers' data from; ``open_layer``: prepares a layer the tree was replayed for;
-    ``write_behind``: the file is the artifact, to be fsynced: its data goes to disk while the tables are built
-    (:meth:`.BlockWriter.write_behind`; on ext4 a reconversion's copied gigabytes otherwise wait for the fsync)."""
+    ``write_behind``: the file is the artifact, to be fsynced: its data is sent to the disk as it is written
+    (:func:`buildkit.fsutil.start_writeback`), so the fsync has little left to wait for."""
     make = compressor(algo, level)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
     try:
         if os.fstat(fd).st_size:  # only then: on ext4, truncating makes close() flush the whole new file
             os.ftruncate(fd, 0)
-        out = Output(fd, 96)  # the superblock is written last, at 0
+        out = Output(fd, 96, write_behind)  # the superblock is written last, at 0
         blocks = BlockWriter(out, make, jobs or min(os.cpu_count() or 1, MAX_JOBS))
         data = DataWriter(tree, blocks, progress, earlier=earlier, open_layer=open_layer)
-        flushing = None
         try:
             placements = data.write_all()
-            flushing = blocks.write_behind() if write_behind else None
             tables = Tables(tree, own or Ownership(), placements, make())  # while placed copies still run
             bytes_used, superblock = _tables(out, blocks.pos, tables, data.fragment_entries, make(),
                                              algo=algo, mkfs_time=mkfs_time)
@@ -130,8 +128,6 @@ def write(tree: Tree, path: Path, algo: str, level: int, *, own: Ownership | Non
         finally:
             blocks.close()  # waits for the workers
             data.close()
-            if flushing is not None:
-                flushing.join()
         out.write(bytes(-bytes_used % 4096))
         out.write_at(0, superblock)
     finally:
