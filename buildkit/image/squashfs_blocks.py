@@ -4,7 +4,9 @@ Workers do the reading too (zstd, zlib and lzma release the GIL, so every CPU wo
 plans; blocks are written in submission order as jobs come back, so memory stays bounded by the backlog
 whatever the image size, and the output never depends on thread timing. A job may also hand back a range of
 an earlier image, which is copied file to file (``copy_file_range``: in the kernel, or shared extents on
-filesystems that support them).
+filesystems that support them). An output that is the artifact itself is sent to the disk as it is written and
+copied (write-behind: :func:`buildkit.fsutil.start_writeback`), so the fsync before it is published finds little
+left to write.
 """
 
 from __future__ import annotations
