@@ -35,7 +35,7 @@ from .fsutil import identity
 from .lease import stale_seconds
 from .oci.digest import is_valid
 
-RECORD_MAGIC = b"ckit-reuse 3\n"
+RECORD_MAGIC = b"ckit-reuse 4\n"  # 4: the body in columns (.image.squashfs_record)
 MEMBERS_MAGIC = b"ckit-members 1\n"
 HEAD_MAX = 4096  # a record's refs line is a few hundred bytes
 ARTIFACT_NAME = re.compile(r"[0-9a-f]{64}\.(sif|sqsh)")

@@ -246,7 +246,8 @@ class _Production:
                     except OSError:  # removed since it was checked: convert that layer without it
                         del usable[n]
                 return squashfs.build(out, plan.compression, tree, ownership, mkfs_time=mkfs_time, progress=advance,
-                                      earlier=earlier, open_layer=self.layers.get)
+                                      earlier=earlier, open_layer=self.layers.get,
+                                      write_behind=plan.target == "sqsh")  # a SIF's squashfs is scratch
             except EarlierChanged as changed:
                 if any(str(path) == changed.path for path, _ in self.pre.values()):  # never expected: a scratch file
                     log.warning("%s changed while the conversion ran; compressing without it", changed.path)

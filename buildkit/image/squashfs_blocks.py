@@ -4,7 +4,9 @@ Workers do the reading too (zstd, zlib and lzma release the GIL, so every CPU wo
 plans; blocks are written in submission order as jobs come back, so memory stays bounded by the backlog
 whatever the image size, and the output never depends on thread timing. A job may also hand back a range of
 an earlier image, which is copied file to file (``copy_file_range``: in the kernel, or shared extents on
-filesystems that support them).
+filesystems that support them). An output that is the artifact itself is sent to the disk as it is written and
+copied (write-behind: :func:`buildkit.fsutil.start_writeback`), so the fsync before it is published finds little
+left to write.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ..errors import ConvertError
-from ..fsutil import ALIGN, copy_range
+from ..fsutil import ALIGN, copy_range, start_writeback
 
 try:
     from isal.isal_zlib import crc32  # about ten times zlib's speed
@@ -27,6 +29,7 @@ except ImportError:  # no isal wheel for this platform
 
 BLOCK_SIZE = 1 << 17
 UNCOMPRESSED_BLOCK = 1 << 24  # flag in a data block's or fragment's size word
+WRITE_BEHIND = 32 << 20  # bytes the writer writes between two write-behind calls
 
 Compress = Callable[[bytes], bytes]
 Piece = tuple[int, int, int] | bytes  # (fd, offset, size) of a layer file, or bytes held in memory
@@ -100,8 +103,9 @@ class Output:
     """The image file, written by position: the writer appends at ``pos``, and a copy job whose place is known
     in advance writes there itself, on a worker, while other jobs run."""
 
-    def __init__(self, fd: int, pos: int = 0) -> None:
+    def __init__(self, fd: int, pos: int = 0, write_behind: bool = False) -> None:
         self.fd, self.pos = fd, pos
+        self.write_behind = write_behind  # the file is to be fsynced: send what is written to disk as it goes
 
     def write(self, data: bytes | memoryview) -> int:
         self.write_at(self.pos, data)
@@ -143,6 +147,7 @@ class BlockWriter:
         self._placed: list[Future[Packed]] = []
         self._backlog = 2 * jobs + 4  # finished runs waiting to be written: memory stays a few MiB per thread
         self._known: int | None = out.pos  # where the next job's output starts, while every size is known
+        self._behind = out.pos  # what the writer wrote before this is on its way to the disk (write-behind)
 
     @property
     def pos(self) -> int:
@@ -186,6 +191,9 @@ class BlockWriter:
                 self.out.write(data)
                 chunks.append(data)  # type: ignore[arg-type]
         done(start, placed, chunks)
+        if self.out.write_behind and self.out.pos - self._behind >= WRITE_BEHIND:  # off the main thread: it may block
+            self._io.submit(start_writeback, self.out.fd, self._behind, self.out.pos - self._behind)
+            self._behind = self.out.pos
 
     def drain(self) -> None:
         """Write every queued job's output (placed copies may still run: see :meth:`finish`)."""

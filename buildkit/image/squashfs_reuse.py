@@ -6,12 +6,13 @@ Two kinds of file per layer, under the store's root::
     reuse/<layer digest hex>.members    the layer's tar members as the header pass read them (written once)
 
 Their framing and the rule that removes them when no artifact needs them are :mod:`buildkit.reuse_files`'s (a
-record's refs line names its layer, its artifact and that file's identity, and its members body); the bodies
-are zstd-compressed JSON. A ``.rec`` body holds the rest of the key (compression, codec, block size, layout),
-where the artifact's squashfs starts, and the layer's *segment* there (every file of a block or more: data
-offset in the layer → position, block size words, CRC32 of its stored bytes; every fragment group → position,
-size word, CRC32 and which of the group's files the block holds). The ``.members`` file holds the members
-column by column, so a reconversion does not even read (or download) a layer that it copies whole.
+record's refs line names its layer, its artifact and that file's identity, and its members body). A ``.rec``
+body (:mod:`.squashfs_record`: arrays, column by column) holds the rest of the key (compression, codec, block
+size, layout), where the artifact's squashfs starts, and the layer's *segment* there (every file of a block or
+more: data offset in the layer → position, block size words, CRC32 of its stored bytes; every fragment group →
+position, size word, CRC32 and which of the group's files the block holds). The ``.members`` file (zstd-compressed
+JSON) holds the members column by column, so a reconversion does not even read (or download) a layer that it
+copies whole.
 
 Nothing in a record is trusted blindly. :meth:`Records.find` drops (and reports as absent) a record whose
 digest does not match its body, whose body does not parse, whose key differs, whose artifact is gone or is
@@ -43,8 +44,9 @@ from typing import Any
 
 from .. import reuse_files as files
 from ..fsutil import identity
+from . import squashfs_record as record_body
 from .squashfs import COMPRESSOR_IDS
-from .squashfs_blocks import BLOCK_SIZE, UNCOMPRESSED_BLOCK
+from .squashfs_blocks import BLOCK_SIZE
 from .squashfs_copy import Earlier, Segment, stored
 from .squashfs_data import fragment_groups
 from .tarscan import DATA_TYPES, Member
@@ -87,11 +89,9 @@ def _packed_json(body: dict[str, Any] | bytes) -> bytes:
 
 
 def _unpacked_json(packed: bytes) -> Any:
-    import zstandard
-
-    try:
-        return json.loads(zstandard.ZstdDecompressor().decompress(packed, max_output_size=8 * MAX_RECORD))
-    except (zstandard.ZstdError, ValueError) as err:
+    try:  # bounded: a frame's header may claim any size
+        return json.loads(record_body.unpacked(packed, 8 * MAX_RECORD))
+    except ValueError as err:
         raise BadRecord(f"malformed: {err}") from err
 
 
@@ -191,13 +191,10 @@ def decode_members(raw: bytes) -> tuple[str, list[Member]]:
 
 
 def encode(record: Record, members_sha: str) -> bytes:
-    seg = record.segment
     refs = files.ReuseRefs(record.layer, record.artifact, record.stat, members_sha)
-    return files.frame_record(refs, _packed_json({
+    return files.frame_record(refs, record_body.encode({
         "compression": record.compression, "codec": record.codec, "block_size": BLOCK_SIZE, "layout": LAYOUT,
-        "base": record.base, "start": seg.start, "end": seg.end,
-        "files": [[offset, at, list(words), crc] for offset, (at, words, crc) in seg.files.items()],
-        "groups": [[g, at, word, crc, list(alive)] for g, (at, word, crc, alive) in seg.groups.items()]}))
+        "base": record.base}, record.segment))
 
 
 def decode(raw: bytes) -> tuple[Record, str]:
@@ -205,32 +202,15 @@ def decode(raw: bytes) -> tuple[Record, str]:
     for shape (not yet against its artifact)."""
     try:
         refs, packed = files.record_refs(raw)
-        body = _unpacked_json(packed)
-        seg = Segment(_int(body["start"]), _int(body["end"]),
-                      {_int(o): (_int(at), tuple(_word(w) for w in words), _int(crc))
-                       for o, at, words, crc in body["files"]},
-                      {_int(g): (_int(at), _word(word), _int(crc), tuple(_int(n) for n in alive))
-                       for g, at, word, crc, alive in body["groups"]})
-        record = Record(refs.layer, str(body["compression"]), str(body["codec"]), refs.artifact, refs.stat,
-                        _int(body["base"]), seg, [])
-        if body["block_size"] != BLOCK_SIZE or body["layout"] != LAYOUT:
+        head, seg = record_body.decode(packed)
+        if head.get("block_size") != BLOCK_SIZE or head.get("layout") != LAYOUT:
             raise BadRecord("another layout")
-        return record, refs.members
-    except (ValueError, KeyError, TypeError, IndexError) as err:
+        if not (isinstance(head.get("compression"), str) and isinstance(head.get("codec"), str)):
+            raise BadRecord("malformed head")
+        return Record(refs.layer, head["compression"], head["codec"], refs.artifact, refs.stat, head["base"],
+                      seg, []), refs.members
+    except ValueError as err:  # MalformedBody too
         raise BadRecord(f"malformed: {err}") from err
-
-
-def _int(value: Any) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 1 << 64:
-        raise BadRecord(f"not a count: {value!r}")
-    return value
-
-
-def _word(value: Any) -> int:
-    word = _int(value)
-    if word & ~(UNCOMPRESSED_BLOCK | (UNCOMPRESSED_BLOCK - 1)) or (word and stored(word) == 0):
-        raise BadRecord(f"not a size word: {value!r}")
-    return word
 
 
 def check_segment(record: Record) -> None:

@@ -105,15 +105,18 @@ class Stats:
 
 def write(tree: Tree, path: Path, algo: str, level: int, *, own: Ownership | None = None,
           mkfs_time: int = 0, jobs: int | None = None, progress: Callable[[int], None] | None = None,
-          earlier: dict[int, Earlier] | None = None, open_layer: Callable[[int], LayerTar] | None = None) -> Stats:
+          earlier: dict[int, Earlier] | None = None, open_layer: Callable[[int], LayerTar] | None = None,
+          write_behind: bool = False) -> Stats:
     """Write ``tree`` as a squashfs image at ``path`` (created or truncated). ``earlier``: segments of earlier
-    images to copy layers' data from; ``open_layer``: prepares a layer the tree was replayed for."""
+    images to copy layers' data from; ``open_layer``: prepares a layer the tree was replayed for;
+    ``write_behind``: the file is the artifact, to be fsynced: its data is sent to the disk as it is written
+    (:func:`buildkit.fsutil.start_writeback`), so the fsync has little left to wait for."""
     make = compressor(algo, level)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
     try:
         if os.fstat(fd).st_size:  # only then: on ext4, truncating makes close() flush the whole new file
             os.ftruncate(fd, 0)
-        out = Output(fd, 96)  # the superblock is written last, at 0
+        out = Output(fd, 96, write_behind)  # the superblock is written last, at 0
         blocks = BlockWriter(out, make, jobs or min(os.cpu_count() or 1, MAX_JOBS))
         data = DataWriter(tree, blocks, progress, earlier=earlier, open_layer=open_layer)
         try:

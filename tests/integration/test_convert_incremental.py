@@ -9,6 +9,8 @@ unchanged mtime, and an artifact that is gone all end in a full conversion, with
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import random
 import subprocess
@@ -16,9 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import zstandard
 
+from buildkit import reuse_files
 from buildkit.image import flatten as flatten_mod
-from buildkit.image import layerfile
+from buildkit.image import layerfile, squashfs_reuse
 from buildkit.image import produce as produce_mod
 from buildkit.image.convert import ConvertResult, convert, convert_many
 from buildkit.image.squashfs_blocks import BLOCK_SIZE
@@ -216,6 +220,47 @@ def test_a_damaged_record_is_dropped_and_the_conversion_is_full(kind: str, tmp_p
     assert damaged.exists() and records.find(sha(_top("a")), "zstd:-3", codec_version("zstd", -3)) is None
     assert not damaged.exists()  # dropped once looked up
     assert not records.members_path(sha(_top("a"))).exists() or kind == "rec"
+
+
+def _rewritten(raw: bytes, kind: str) -> bytes:
+    """A sound record rewritten as the earlier format wrote it (a JSON body), or with a hostile body of sound
+    digest: counts that claim terabytes, a truncated frame."""
+    refs, packed = reuse_files.record_refs(raw)
+    line = refs.line() + b"\n"
+    if kind == "format 3":
+        record, _ = squashfs_reuse.decode(raw)
+        seg = record.segment
+        body = {"compression": record.compression, "codec": record.codec, "block_size": BLOCK_SIZE,
+                "layout": squashfs_reuse.LAYOUT, "base": record.base, "start": seg.start, "end": seg.end,
+                "files": [[o, at, list(words), crc] for o, (at, words, crc) in seg.files.items()],
+                "groups": [[g, at, w, crc, list(alive)] for g, (at, w, crc, alive) in seg.groups.items()]}
+        rest = line + zstandard.ZstdCompressor(level=3).compress(json.dumps(body).encode())
+        return b"ckit-reuse 3\n" + hashlib.sha256(rest).hexdigest().encode() + b"\n" + rest
+    if kind == "huge counts":
+        head, _ = zstandard.ZstdDecompressor().decompress(packed).split(b"\n", 1)
+        packed = zstandard.ZstdCompressor().compress(
+            json.dumps({**json.loads(head), "files": 1 << 40, "words": 1 << 50}).encode() + b"\n" + bytes(64))
+    else:
+        packed = packed[:len(packed) // 2]
+    return reuse_files.frame_record(refs, packed)
+
+
+@pytest.mark.parametrize("kind", ["format 3", "huge counts", "truncated"])
+def test_records_of_the_earlier_format_or_hostile_ones_mean_a_full_conversion(kind: str, tmp_path: Path,
+                                                                              caplog: pytest.LogCaptureFixture) -> None:
+    def rewrite(store: Store, _artifact: Path) -> None:
+        for path in (store.root / "reuse").glob("*.rec"):
+            path.write_bytes(_rewritten(path.read_bytes(), kind))
+
+    caplog.set_level("INFO", logger="ckit.reuse")
+    warm, cold = _reconvert(tmp_path, rewrite)
+    assert warm.reused_bytes == 0 and warm.path.read_bytes() == cold
+    assert "dropped" in caplog.text and "Traceback" not in caplog.text
+    records = Records(tmp_path / "store")
+    for layer in (*BASE, _top("b")):  # made again, in this format, for the new artifact
+        found = records.find(sha(layer), "zstd:-3", codec_version("zstd", -3))
+        assert found is not None and records.path(sha(layer), "zstd:-3", codec_version("zstd", -3)).read_bytes() \
+            .startswith(reuse_files.RECORD_MAGIC)
 
 
 def test_an_artifact_changed_behind_an_unchanged_mtime_is_caught_by_its_checksums(tmp_path: Path) -> None:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import base64
+import json
 
 import pytest
+import zstandard
 
+from buildkit.image import squashfs_record as RB
 from buildkit.image import squashfs_reuse as R
 from buildkit.image.squashfs_blocks import BLOCK_SIZE, UNCOMPRESSED_BLOCK
 from buildkit.image.squashfs_copy import Segment
@@ -64,3 +67,80 @@ def test_a_record_whose_body_does_not_match_its_digest_is_refused() -> None:
 def test_positions_outside_the_segment_or_the_layer_are_refused(segment: Segment) -> None:
     with pytest.raises(R.BadRecord):
         R.check_segment(record(segment=segment))
+
+
+# --- the record's body in columns (format 4) --------------------------------------------------------------------
+HEAD = {"compression": "zstd:1", "codec": "zstd 1.5.7 x", "block_size": BLOCK_SIZE, "layout": R.LAYOUT, "base": 0,
+        "start": 4096, "end": 9096}
+NONE = {"files": 0, "words": 0, "groups": 0, "alive": 0}
+
+
+def test_a_large_segment_round_trips_in_columns() -> None:
+    files = {1024 + n * 4 * BLOCK_SIZE: (n * 300, tuple(range(1, 2 + n % 5)) + (0, 7 | UNCOMPRESSED_BLOCK), n * 7)
+             for n in range(5000)}
+    groups = {g: (g * 100, 50 + g, (1 << 32) - 1 - g, tuple(range(0, g % 7 + 1, 2))) for g in range(0, 3000, 3)}
+    segment = Segment(4096, 1 << 40, files, groups)
+    head, decoded = RB.decode(RB.encode(HEAD, segment))
+    assert decoded == segment and head["compression"] == "zstd:1" and head["files"] == 5000
+
+
+def _body(head: dict[str, object], arrays: bytes = b"") -> bytes:
+    return zstandard.ZstdCompressor().compress(json.dumps(head).encode() + b"\n" + arrays)
+
+
+def _framed(packed: bytes) -> bytes:
+    return R.files.frame_record(R.files.ReuseRefs("sha256:" + "a" * 64, "b" * 64 + ".sqsh", (1, 2, 3), "0" * 64),
+                                packed)
+
+
+@pytest.mark.parametrize("head, arrays", [
+    ({**HEAD, **NONE, "files": 10 ** 15}, b""),  # a huge count: refused before any array is made
+    ({**HEAD, **NONE, "files": 1}, bytes(23)),  # one byte short
+    ({**HEAD, **NONE, "files": 1}, bytes(25)),  # one byte too many
+    ({**HEAD, **NONE, "files": -1}, b""),
+    ({**HEAD, **NONE, "files": True}, b""),
+    ({**HEAD, **NONE, "base": "0"}, b""),
+    ({**HEAD, "files": 0, "words": 0, "groups": 0}, b""),  # a count missing
+    ({**HEAD, **NONE, "files": 1}, bytes(20) + (1).to_bytes(4, "little")),  # a file of one block, no size word
+    ({**HEAD, **NONE, "groups": 1, "alive": 1}, bytes(28 + 4)),  # a group with no member, and a member of none
+    ({**HEAD, **NONE, "words": 1, "files": 1},  # a size word with bits no word has
+     bytes(20) + (1).to_bytes(4, "little") + (1 << 25).to_bytes(4, "little")),
+    ({**HEAD, **NONE, "words": 1, "files": 1},  # uncompressed, of no bytes
+     bytes(20) + (1).to_bytes(4, "little") + UNCOMPRESSED_BLOCK.to_bytes(4, "little")),
+    ({**HEAD, **NONE, "groups": 2}, bytes(56)),  # the same group twice
+    ({**HEAD, **NONE, "block_size": 4096}, b""),
+    ({**HEAD, **NONE, "layout": 0}, b""),
+    ({**HEAD, **NONE, "codec": 3}, b""),
+    ([1, 2], b""),
+])
+def test_a_hostile_record_body_is_refused(head: object, arrays: bytes) -> None:
+    with pytest.raises(R.BadRecord):
+        R.decode(_framed(_body(head, arrays)))  # type: ignore[arg-type]
+
+
+def test_a_sound_empty_body_is_accepted() -> None:
+    record, _ = R.decode(_framed(_body({**HEAD, **NONE})))
+    assert record.segment == Segment(4096, 9096, {}, {})
+
+
+@pytest.mark.parametrize("packed", [
+    b"", b"not zstd", b"\n", _body({**HEAD, **NONE})[:-4],  # empty, garbage, truncated
+    zstandard.ZstdCompressor().compress(b"{" * (RB.HEAD_MAX + 10) + b"\n"),  # no head line where one must be
+])
+def test_a_truncated_or_garbled_body_is_refused(packed: bytes) -> None:
+    with pytest.raises(R.BadRecord):
+        R.decode(_framed(packed))
+
+
+def test_a_frame_claiming_a_huge_size_is_read_only_up_to_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(RB, "MAX_BODY", 1000)
+    big = zstandard.ZstdCompressor().compress(b"\n" * 5000)  # its header states its size
+    with pytest.raises(R.BadRecord, match="larger"):
+        R.decode(_framed(big))
+
+
+def test_a_record_of_the_earlier_format_is_refused() -> None:
+    raw = R.encode(record(), "0" * 64)
+    older = b"ckit-reuse 3\n" + raw[len(R.files.RECORD_MAGIC):]
+    with pytest.raises(R.BadRecord, match="not a reuse record"):
+        R.decode(older)
