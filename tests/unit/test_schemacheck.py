@@ -17,7 +17,7 @@ from buildkit.recipe.schema import FOLDERS, SCHEMAS
 from buildkit.site.load import SITE_SCHEMA
 
 ROOT = Path(__file__).resolve().parents[2]
-ODD_VALUES = (None, True, 0, 1.0, "", "Bad Name", [], [1], {"x": 1})
+ODD_VALUES = (None, True, 1.0, "Bad Name", [1], {"x": 1})
 
 
 def shipped() -> list[tuple[Path, dict[str, Any], dict[str, Any]]]:
