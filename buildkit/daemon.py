@@ -60,7 +60,7 @@ class Daemon:
         """The docker SDK's client, made (and the SDK imported) on first use."""
         return self.sdk_client(self.timeout)
 
-    def sdk_client(self, timeout: int | None) -> docker.DockerClient:
+    def sdk_client(self, timeout: int) -> docker.DockerClient:
         import docker
 
         return docker.DockerClient(base_url=self.address, version=self.api_version, timeout=timeout, tls=self.tls)
@@ -85,7 +85,7 @@ def _sdk_inspect(client: docker.DockerClient, ref: str) -> dict[str, Any] | None
     import requests.exceptions
 
     try:
-        return dict(client.api.inspect_image(ref))
+        return dict(client.api.inspect_image(ref))  # type: ignore[no-untyped-call]  # untyped in the SDK
     except docker.errors.ImageNotFound:
         return None
     except (docker.errors.APIError, requests.exceptions.RequestException) as err:
@@ -161,11 +161,11 @@ def connect(env: Mapping[str, str] | None = None, timeout: int = PROBE_TIMEOUT) 
     raise ConfigError("cannot reach a Docker API engine (" + "; ".join(failures) + ")", hint=START_HINT)
 
 
-def _ping_unix(address: str, timeout: int) -> Mapping[str, str]:
+def _ping_unix(address: str, timeout: int) -> dict[str, str]:
     status, headers, _body = _request(address, "/_ping", timeout)
     if status != 200:
         raise EngineAPIError(f"/_ping: HTTP {status}")
-    return headers
+    return {name.title(): value for name, value in headers.items()}  # HTTP names are case-insensitive
 
 
 def _connect_sdk(address: str, env: Mapping[str, str], timeout: int) -> Daemon:
