@@ -17,6 +17,7 @@ import yaml
 from ..errors import ConfigError
 from ..fsutil import read_capped
 from . import limits
+from .schemacheck import conforms
 
 if TYPE_CHECKING:
     import jsonschema
@@ -188,7 +189,9 @@ def _describe(error: jsonschema.ValidationError) -> tuple[KeyPath, str, str | No
 
 def validate(doc: Document, schema: dict[str, Any], *, kind: str) -> None:
     """Raise a ConfigError for the first (most relevant) schema violation in ``doc``."""
-    import jsonschema  # imported here: only commands that read a recipe or site file pay for it
+    if conforms(doc.data, schema):  # the usual case, decided without importing jsonschema (see schemacheck)
+        return
+    import jsonschema  # imported here: only a document the quick check cannot vouch for pays for it
 
     validator = jsonschema.Draft202012Validator(schema)
     errors = list(validator.iter_errors(doc.data))

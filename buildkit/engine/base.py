@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from .. import daemon
 from ..errors import BuildError, ConfigError
@@ -73,6 +73,9 @@ class BuiltImage:
     cache_hit: bool
     log: str = ""
     size: int | None = None  # bytes, when the engine reports it
+    # the engine's description of the image (Docker API inspect), when it has one: a conversion from the engine
+    # starts from it instead of asking again
+    inspected: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -12,16 +12,9 @@ import re
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import docker
-import docker.constants
-import docker.errors
-import docker.models.images
-import docker.utils
-import requests.exceptions
-
-from ..daemon import START_HINT, Daemon, connect, short_error
+from ..daemon import START_HINT, Daemon, EngineAPIError, connect, short_error
 from ..errors import BuildError, ConfigError
 from ..render.context import context_tar
 from .base import (
@@ -36,6 +29,9 @@ from .base import (
     Product,
     register,
 )
+
+if TYPE_CHECKING:
+    import docker
 
 # podman/buildah: "STEP 2/4: RUN …"; the classic Docker builder: "Step 2/4 : RUN …"
 STEP_RE = re.compile(r"^(?:STEP|Step) (\d+)/(\d+)\s?: ?(.*)$")
@@ -115,20 +111,21 @@ class DockerEngine:
 
     def cached(self, request: BuildRequest) -> BuiltImage | None:
         image = self.image(request.tag)
-        if image is None or image.labels.get(BUILD_KEY_LABEL) != request.key:
+        if image is None or labels_of(image).get(BUILD_KEY_LABEL) != request.key:
             return None
-        return BuiltImage(self.name, request.tag, image.id, 0.0, True, size=image.attrs.get("Size"))
+        return BuiltImage(self.name, request.tag, image["Id"], 0.0, True, size=image.get("Size"), inspected=image)
 
-    def image(self, ref: str) -> docker.models.images.Image | None:
-        """Image ``ref`` in the engine, or None when it does not have it."""
+    def image(self, ref: str) -> dict[str, Any] | None:
+        """The engine's inspect document of image ``ref``, or None when it does not have it."""
         try:
-            return self.client.images.get(ref)
-        except docker.errors.ImageNotFound:
-            return None
-        except (docker.errors.APIError, requests.exceptions.RequestException) as err:
+            return self.daemon.inspect_image(ref)
+        except (EngineAPIError, OSError) as err:
             raise BuildError(f"cannot inspect image {ref}: {short_error(err)}") from err
 
     def build(self, request: BuildRequest, listener: BuildListener) -> BuiltImage:
+        import docker.errors  # the SDK only when there is a build to run: a cache hit needs none of it
+        import requests.exceptions
+
         started = time.monotonic()
         try:
             stream: Iterator[Mapping[str, Any]] = self.client.api.build(
@@ -144,5 +141,12 @@ class DockerEngine:
         image = self.image(request.tag)
         if image is None:
             raise build_failure(f"the engine reported success but has no image {request.tag}", None, result.log)
-        return BuiltImage(self.name, request.tag, result.image_id or image.id, time.monotonic() - started, False,
-                          "\n".join(result.log), size=image.attrs.get("Size"))
+        return BuiltImage(self.name, request.tag, result.image_id or image["Id"], time.monotonic() - started, False,
+                          "\n".join(result.log), size=image.get("Size"), inspected=image)
+
+
+def labels_of(image: Mapping[str, Any]) -> Mapping[str, str]:
+    """The labels of an inspected image (``Config.Labels``; null when it has none)."""
+    config = image.get("Config")
+    labels = config.get("Labels") if isinstance(config, Mapping) else None
+    return labels if isinstance(labels, Mapping) else {}

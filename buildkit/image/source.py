@@ -14,15 +14,13 @@ import logging
 import platform
 import tarfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import docker.errors
-
 from ..config import limits
-from ..daemon import connect
+from ..daemon import Daemon, EngineAPIError, connect, short_error
 from ..errors import ConfigError, ConvertError, IntegrityError
 from ..oci.digest import parse_digest
 from ..oci.docker_manifest import ArchiveImage, archive_images
@@ -34,14 +32,8 @@ log = logging.getLogger("ckit.source")
 
 SAVE_TIMEOUT = 600  # seconds the engine may stay silent during an image save
 
-MANIFEST_TYPES = (
-    "application/vnd.oci.image.manifest.v1+json",
-    "application/vnd.docker.distribution.manifest.v2+json",
-)
-INDEX_TYPES = (
-    "application/vnd.oci.image.index.v1+json",
-    "application/vnd.docker.distribution.manifest.list.v2+json",
-)
+MANIFEST_TYPES = ("application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json")
+INDEX_TYPES = ("application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json")
 GO_ARCH = {"x86_64": "amd64", "aarch64": "arm64", "ppc64le": "ppc64le", "s390x": "s390x", "riscv64": "riscv64"}
 
 
@@ -237,45 +229,48 @@ class DockerArchiveSource(Source):
 
 # --- docker-daemon -----------------------------------------------------------------------------------------
 class DaemonSource(Source):
-    """An image in the engine behind the docker SDK (``DOCKER_HOST``: Docker or podman's service).
+    """An image in the engine behind ``DOCKER_HOST`` (Docker or podman's service); ``daemon`` and ``inspected``
+    when the caller has just asked the engine about it (``ckit build``'s cache check): not asked for again.
 
     The image ID is the config digest, so identifying needs no save. Materialising reads podman's layers where
     podman keeps them when it can (:mod:`.engine_storage`: no save, and only the layers a conversion needs),
-    else spools ``image.save()`` into the work dir, chunk by chunk (the archive lists its layer order in
-    ``manifest.json``, which a daemon may send last, so a seekable copy is needed anyway).
-    """
+    else spools the engine's save into the work dir (its ``manifest.json``, which lists the layer order, may
+    come last, so a seekable copy is needed anyway)."""
 
-    def __init__(self, text: str, ref: str) -> None:
-        self.text, self.ref, self.image_ref = text, ref, ref
-        self._image: Any = None
-        self._daemon: Any = None
+    def __init__(self, text: str, ref: str, *, daemon: Daemon | None = None,
+                 inspected: Mapping[str, Any] | None = None) -> None:
+        self.text, self.ref, self.image_ref, self._daemon = text, ref, ref, daemon
+        self._image: dict[str, Any] | None = dict(inspected) if daemon is not None and inspected else None
         self._saved: DockerArchive | None = None
         self._lock = threading.Lock()
 
-    def _get(self) -> Any:
+    def _get(self) -> dict[str, Any]:
         if self._image is None:
             try:
-                self._daemon = connect()
-                client = self._daemon.client
-                client.api.timeout = SAVE_TIMEOUT  # a large image's save can be slow to start streaming
-                self._image = client.images.get(self.ref)
-            except docker.errors.ImageNotFound as err:
-                raise ConfigError(f"{self.text}: no such image in the engine",
-                                  hint="check `docker images` / `podman images`, or build it first") from err
-            except docker.errors.DockerException as err:
-                raise ConvertError(f"{self.text}: cannot reach the engine: {err}",
+                self._daemon = self._daemon or connect()
+                image = self._daemon.inspect_image(self.ref)
+            except (EngineAPIError, OSError) as err:
+                raise ConvertError(f"{self.text}: cannot reach the engine: {short_error(err)}",
                                    hint="start Docker or `podman system service`, or set DOCKER_HOST") from err
+            if image is None:
+                raise ConfigError(f"{self.text}: no such image in the engine",
+                                  hint="check `docker images` / `podman images`, or build it first")
+            self._image = image
         return self._image
 
+    def _connected(self) -> Daemon:
+        self._get()
+        return self._daemon  # type: ignore[return-value]  # set by _get
+
     def identify(self) -> Identity:
-        # The engine gives the image ID (= config digest) without a save; the config blob itself comes with
-        # the save, which happens only on a cache miss.
-        image_id = self._get().id
+        # the image ID (= config digest) without a save; the config blob comes only on a cache miss
+        image_id = str(self._get()["Id"])
         return Identity(None, image_id if image_id.startswith("sha256:") else "sha256:" + image_id)
 
     def materialize(self, workdir: Path, progress: Callable[[int], None] | None = None) -> Materialized:
         digest = self.identify().digest  # connects first
-        stored = engine_storage.locate(self._daemon.server, self._daemon.address, self._get().attrs, digest)
+        daemon = self._connected()
+        stored = engine_storage.locate(daemon.server, daemon.address, self._get(), digest)
         if stored is None:
             archive = self.spool(workdir, progress)
             return Materialized(archive.identify().config or b"", archive.layers())
@@ -293,9 +288,10 @@ class DaemonSource(Source):
         return self._saved.layers()[index]
 
     def spool(self, workdir: Path, progress: Callable[[int], None] | None = None) -> DockerArchive:
-        path = workdir / "daemon-save.tar"
+        path, image_id = workdir / "daemon-save.tar", str(self._get()["Id"])
+        api = self._connected().sdk_client(SAVE_TIMEOUT).api  # a large image's save can be slow to start
         with path.open("wb") as out:
-            for chunk in self._get().save(chunk_size=1 << 20, named=False):
+            for chunk in api.get_image(image_id, chunk_size=1 << 20):
                 out.write(chunk)
                 if progress:
                     progress(len(chunk))

@@ -28,6 +28,7 @@ from ..engine.base import (
     get_engine,
     select_engine,
 )
+from ..engine.docker import DockerEngine
 from ..errors import ConfigError
 from ..fsutil import check_output, read_capped
 from ..image.convert import TARGETS as CONVERTED
@@ -257,8 +258,10 @@ def execute(
     if conversions:
         on_phase(f"converting {plan.tag} to " + ", ".join(f".{kind} -> {path}" for kind, path in conversions))
         # all targets at once: the engine's layers are read, verified and indexed once for every format
-        for converted in convert_many(DaemonSource(f"docker-daemon:{plan.tag}", plan.tag), conversions,
-                                      progress=progress, site=site):
+        # the engine's connection and its description of the image from the cache check: not asked for again
+        source = DaemonSource(f"docker-daemon:{plan.tag}", plan.tag, inspected=built.inspected,
+                              daemon=engine.daemon if isinstance(engine, DockerEngine) else None)
+        for converted in convert_many(source, conversions, progress=progress, site=site):
             artifacts.append(ArtifactResult(
                 converted.target, str(converted.path), converted.source_digest, converted.size, converted.seconds,
                 converted.cache_hit, {"compression": str(converted.compression)}))

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import docker.errors
-
-from ..daemon import connect
+from ..daemon import EngineAPIError, connect, short_error
 from ..errors import ConfigError, RegistryError
 from ..oci.labels import FINGERPRINT
 from ..oci.sources import SourceSpec
@@ -23,14 +21,14 @@ def stack_image(fingerprint: str) -> str | None:
 def image_record(spec: SourceSpec) -> tuple[str, int | None]:
     """The engine's ID (``sha256:…``, the config digest) and size of a ``docker-daemon:`` image, without a save."""
     try:
-        image = connect().client.images.get(spec.ref or "")
-    except docker.errors.ImageNotFound as err:
-        raise ConfigError(f"{spec.text}: no such image in the engine",
-                          hint="check `docker images` / `podman images`, or build it first") from err
-    except docker.errors.DockerException as err:
-        raise RegistryError(f"{spec.text}: cannot reach the engine: {err}",
+        image = connect().inspect_image(spec.ref or "")
+    except (EngineAPIError, OSError) as err:
+        raise RegistryError(f"{spec.text}: cannot reach the engine: {short_error(err)}",
                             hint="start Docker or `podman system service`, or set DOCKER_HOST") from err
-    image_id = str(image.id)
-    size = image.attrs.get("Size")
+    if image is None:
+        raise ConfigError(f"{spec.text}: no such image in the engine",
+                          hint="check `docker images` / `podman images`, or build it first")
+    image_id = str(image["Id"])
+    size = image.get("Size")
     return (image_id if image_id.startswith("sha256:") else "sha256:" + image_id), \
         (size if isinstance(size, int) else None)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -217,3 +219,38 @@ def test_build_for_a_site_picks_a_compression_its_kernel_mounts(podman: Any, deb
     code, _, err = ckit(capsys, "launch", "--site", "twnia2", "--account", "P1", "--image", sif["path"], "--dry-run",
                         "--", "true")
     assert code == 0, err
+
+
+COUNTING_BUILD = """
+import json, sys
+from buildkit import daemon
+from buildkit.cli import main
+asked = []
+real = daemon._request
+def counting(address, path, timeout):
+    asked.append(path)
+    return real(address, path, timeout)
+daemon._request = counting
+code = main(sys.argv[1:])
+print(json.dumps({"asked": asked, "loaded": sorted(m for m in ("docker", "requests", "jsonschema") if m in sys.modules)}))
+sys.exit(code)
+"""
+
+
+def test_build_to_sqsh_of_a_cached_image_asks_the_engine_once_and_loads_no_sdk(
+        podman: Any, debian_image: str, cache: Path, tmp_path: Path, podman_tags: Any,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # The start of `ckit build --to sqsh` on a cached image is part of every edit-build-run loop: one ping and one
+    # inspect of the engine (the conversion starts from the cache check's answer), and neither the docker SDK
+    # nor jsonschema is loaded (podman's socket is spoken to directly; the recipes pass the quick schema check).
+    tag = podman_tags(f"localhost/ckit-test/start:demo-{uuid.uuid4().hex[:8]}")
+    assert ckit(capsys, "build", "demo", "--tag", tag)[0] == 0
+    done = subprocess.run([sys.executable, "-c", COUNTING_BUILD, "build", "demo", "--tag", tag, "--to", "sqsh",  # noqa: S603
+                           "-o", str(tmp_path / "out"), "--json"], capture_output=True, text=True, timeout=600,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    *result, counted = done.stdout.splitlines()
+    artifacts = json.loads("\n".join(result))["artifacts"]
+    assert [(a["kind"], a["cache_hit"]) for a in artifacts] == [("image", True), ("sqsh", False)]
+    assert json.loads(counted) == {"asked": ["/_ping", f"/v1.41/images/{tag}/json"], "loaded": []}
+    assert Path(artifacts[1]["path"]).stat().st_size == artifacts[1]["size"] > 1_000_000

@@ -1,0 +1,117 @@
+"""The engine's local socket spoken to without the docker SDK: ping, inspect, and what a misbehaving engine
+gets (a clear error, never a traceback or an unbounded read)."""
+
+from __future__ import annotations
+
+import socketserver
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from buildkit.daemon import MAX_REPLY, EngineAPIError, connect
+from buildkit.engine.docker import DockerEngine
+from buildkit.errors import BuildError, ConfigError, ConvertError
+from buildkit.image.source import DaemonSource
+
+Reply = Callable[[str], bytes]  # request path -> the raw HTTP answer
+PING = (b"HTTP/1.1 200 OK\r\nApi-Version: 1.41\r\nLibpod-Api-Version: 4.3.1\r\nServer: Libpod/4.3.1 (linux)\r\n"
+        b"Content-Length: 2\r\n\r\nOK")
+
+
+def answer(status: str, body: bytes) -> bytes:
+    return f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[Callable[[Reply], tuple[str, list[str]]]]:
+    """``engine(reply)``: a fake engine on a unix socket; gives its DOCKER_HOST and the paths it was asked for."""
+    servers: list[socketserver.UnixStreamServer] = []
+
+    def start(reply: Reply) -> tuple[str, list[str]]:
+        asked: list[str] = []
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                path = self.rfile.readline().decode().split()[1]
+                while self.rfile.readline() not in (b"\r\n", b""):
+                    pass
+                asked.append(path)
+                self.wfile.write(PING if path == "/_ping" else reply(path))
+
+        where = tmp_path / f"engine-{len(servers)}.sock"
+        server = socketserver.UnixStreamServer(str(where), Handler)
+        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+        servers.append(server)
+        return f"unix://{where}", asked
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+IMAGE = b'{"Id": "sha256:' + b"a" * 64 + b'", "Config": {"Labels": {"io.ckit.build.key": "k"}}, "Size": 5}'
+
+
+def test_ping_and_inspect_without_the_sdk(engine, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    host, asked = engine(lambda path: answer("200 OK", IMAGE) if "/img:1/" in path else answer("404 Not Found",
+                                                                                             b'{"message": "no"}'))
+    daemon = connect({"DOCKER_HOST": host})
+    assert (daemon.server, daemon.api_version) == ("podman 4.3.1", "1.41")
+    assert daemon.inspect_image("localhost/img:1")["Size"] == 5  # type: ignore[index]
+    assert daemon.inspect_image("localhost/other:1") is None
+    assert asked == ["/_ping", "/v1.41/images/localhost/img:1/json", "/v1.41/images/localhost/other:1/json"]
+
+
+@pytest.mark.parametrize(("reply", "message"), [
+    (answer("500 Internal Server Error", b'{"message": "storage is locked"}'), "HTTP 500: storage is locked"),
+    (answer("200 OK", b"<html>"), "the engine's answer is not JSON"),
+    (answer("200 OK", b"[1, 2]"), "is not an image description"),
+    (b"garbage\r\n\r\n", "BadStatusLine"),
+])
+def test_a_misbehaving_engine_is_a_clear_error(engine, reply: bytes, message: str,  # type: ignore[no-untyped-def]
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    host, _ = engine(lambda path: reply)
+    with pytest.raises(EngineAPIError, match=message):
+        connect({"DOCKER_HOST": host}).inspect_image("localhost/img:1")
+    monkeypatch.setenv("DOCKER_HOST", host)
+    with pytest.raises(BuildError, match="cannot inspect image localhost/img:1: "):
+        DockerEngine({"DOCKER_HOST": host}).image("localhost/img:1")
+    with pytest.raises(ConvertError, match="docker-daemon:localhost/img:1: cannot reach the engine: "):
+        DaemonSource("docker-daemon:localhost/img:1", "localhost/img:1").identify()
+
+
+def test_an_endless_answer_is_cut_off(engine) -> None:  # type: ignore[no-untyped-def]
+    host, _ = engine(lambda path: answer("200 OK", b" " * (MAX_REPLY + 10)))
+    with pytest.raises(EngineAPIError, match=f"exceeds {MAX_REPLY} bytes"):
+        connect({"DOCKER_HOST": host}).inspect_image("localhost/img:1")
+
+
+def test_no_engine_is_bad_input_naming_the_socket(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"cannot reach a Docker API engine \(unix://.*nothing.sock: no such file"):
+        connect({"DOCKER_HOST": f"unix://{tmp_path}/nothing.sock"})
+
+
+def test_a_missing_image_is_bad_input(engine, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    host, _ = engine(lambda path: answer("404 Not Found", b'{"message": "no such image"}'))
+    monkeypatch.setenv("DOCKER_HOST", host)
+    with pytest.raises(ConfigError, match="docker-daemon:localhost/img:1: no such image in the engine"):
+        DaemonSource("docker-daemon:localhost/img:1", "localhost/img:1").identify()
+    assert DockerEngine({"DOCKER_HOST": host}).image("localhost/img:1") is None
+
+
+def test_the_build_cache_check_reads_the_labels_and_hands_on_its_answer(engine) -> None:  # type: ignore[no-untyped-def]
+    from buildkit.engine.base import BuildRequest
+
+    host, asked = engine(lambda path: answer("200 OK", IMAGE))
+    docker_engine = DockerEngine({"DOCKER_HOST": host})
+    hit = docker_engine.cached(BuildRequest(context=[], key="k", tag="localhost/img:1"))
+    assert hit is not None and hit.image_id == "sha256:" + "a" * 64 and hit.size == 5
+    assert docker_engine.cached(BuildRequest(context=[], key="other", tag="localhost/img:1")) is None
+    source = DaemonSource("docker-daemon:localhost/img:1", "localhost/img:1", daemon=docker_engine.daemon,
+                          inspected=hit.inspected)
+    count = len(asked)
+    assert source.identify().digest == "sha256:" + "a" * 64
+    assert len(asked) == count  # identified from the cache check's answer: the engine was not asked again
