@@ -31,6 +31,7 @@ demo: deps install
 	bash tests/infra/demo.sh
 
 bench: deps install
+	$(PY) -m compileall -q buildkit  # timed as installed: byte code written once, as pip does
 	$(PY) -m tests.bench
 
 clean:
