@@ -34,6 +34,7 @@ from ..progress import Meter, Reporter
 from . import malloc, squashfs
 from .cpushare import CpuShare
 from .flatten import Tree
+from .headerscan import HeaderScan
 from .layerfile import LayerTar, Sharing, prepare, spool_path
 from .model import ImageConfig, RootfsEntry
 from .precompress import Growing, Precompressor
@@ -41,6 +42,7 @@ from .source import LayerBlob
 from .squashfs_copy import Earlier, EarlierChanged, Segment
 from .squashfs_reuse import Columns, Record, Records
 from .squashfs_writer import Ownership, Stats, codec_version, compressor, decompressor
+from .tarscan import Member
 
 if TYPE_CHECKING:
     from .convert import ConvertPlan
@@ -58,6 +60,7 @@ class _Layers:
         self.blobs, self.work, self.make = blobs, work, make
         self._tars: dict[int, LayerTar] = {}
         self._pre: dict[int, Precompressor] = {}
+        self._scans: dict[int, HeaderScan] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
 
@@ -68,21 +71,33 @@ class _Layers:
 
         self.progress = advance
 
-    def get(self, number: int, share: CpuShare | None = None, critical: bool = False) -> LayerTar:
+    def get(self, number: int, share: CpuShare | None = None, critical: bool = False, scan: bool = False) -> LayerTar:
+        """The layer as a verified tar; ``scan``: a streamed layer's headers are read while it arrives (see
+        :meth:`scanned`)."""
         with self._lock:
             tar, make = self._tars.get(number), self.make
         if tar is None:
             blob, growing = self.blobs[number], None
-            if make is not None and blob.chunks is not None:
-                growing = Growing()  # a registry's or an engine's layer: compress its large files while it arrives
-                pre = Precompressor(spool_path(self.work, number + 1), growing, make, blob.what, share)
+            if blob.chunks is not None and (make is not None or scan):
+                growing = Growing()  # a registry's or an engine's layer: followed while it arrives
+                spool = spool_path(self.work, number + 1)
                 with self._lock:
-                    self._pre[number] = pre
+                    if make is not None:  # its large files compressed
+                        self._pre[number] = Precompressor(spool, growing, make, blob.what, share)
+                    if scan:  # its headers read
+                        self._scans[number] = HeaderScan(spool, growing, blob.what)
             tar = prepare(blob, self.work, number + 1, self.progress, growing,
                           Sharing(share, critical) if share is not None else None)
             with self._lock:
                 self._tars[number] = tar
         return tar
+
+    def scanned(self, number: int, tar: LayerTar) -> list[Member] | None:
+        """The members of layer ``number`` (``tar``, as :meth:`get` gave it: verified) read while it arrived,
+        None when they were not (or not from ``tar``): its headers are then read from ``tar``."""
+        with self._lock:
+            scan = self._scans.pop(number, None)
+        return scan.members(tar) if scan is not None else None
 
     def precompressed(self) -> dict[int, tuple[Path, Segment]]:
         """Stop the precompressors; what they made, by layer number. A layer prepared later (the writer needs
@@ -100,17 +115,17 @@ class _Layers:
         streamed = any(self.blobs[n].chunks is not None for n in numbers)
         workers = min(len(numbers), max(os.cpu_count() or 1, STREAMS if streamed else 1))
         if workers <= 1:
-            yield self.get
+            yield lambda n: self.get(n, scan=True)
             return
         share, critical = None, None
         if streamed:  # the largest streamed layer ends the reading phase: it starts first and keeps a CPU
             critical = max((n for n in numbers if self.blobs[n].chunks is not None), key=lambda n: self.blobs[n].size)
             share = CpuShare(os.cpu_count() or 1)
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="layer")
-        futures = {n: pool.submit(self.get, n, share, n == critical)
+        futures = {n: pool.submit(self.get, n, share, n == critical, True)
                    for n in sorted(numbers, key=lambda n: (n != critical, n))}
         try:
-            yield lambda n: futures[n].result() if n in futures else self.get(n)
+            yield lambda n: futures[n].result() if n in futures else self.get(n, scan=True)
         except BaseException:
             self._stop.set()  # the others end at their next chunk (Ctrl-C does not wait for gigabytes)
             raise
@@ -288,8 +303,8 @@ def _index(blobs: Sequence[LayerBlob], found: dict[str, list[Record | None]], la
     with layers.preparing(read) as ready:
         for n, blob in enumerate(blobs):
             if n in read:
-                kept = Columns()
-                tree.add_layer(ready(n), kept)  # type: ignore[arg-type]
+                kept, tar = Columns(), ready(n)  # verified: what was scanned of it while it arrived counts now
+                tree.add_layer(tar, kept, layers.scanned(n, tar))  # type: ignore[arg-type]
                 encoded.append(kept.encode())
             else:
                 record = next(recs[n] for recs in found.values() if recs[n] is not None)

@@ -241,11 +241,11 @@ def test_the_largest_layer_starts_first_keeps_a_cpu_and_every_slot_comes_back(re
     shares = []
     get = produce._Layers.get
 
-    def spied(self, number, share=None, critical=False):  # type: ignore[no-untyped-def]
+    def spied(self, number, share=None, critical=False, scan=False):  # type: ignore[no-untyped-def]
         if share is not None:
             calls.append((number, critical))
             shares.append(share)
-        return get(self, number, share, critical)
+        return get(self, number, share, critical, scan)
 
     monkeypatch.setattr(produce._Layers, "get", spied)
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
