@@ -34,7 +34,7 @@ from ..progress import Meter, Reporter
 from . import malloc, squashfs
 from .cpushare import CpuShare
 from .flatten import Tree
-from .headerscan import HeaderScan
+from .headerscan import HeaderScan, members
 from .layerfile import LayerTar, Sharing, prepare, spool_path
 from .model import ImageConfig, RootfsEntry
 from .precompress import Growing, Precompressor
@@ -42,7 +42,6 @@ from .source import LayerBlob
 from .squashfs_copy import Earlier, EarlierChanged, Segment
 from .squashfs_reuse import Columns, Record, Records
 from .squashfs_writer import Ownership, Stats, codec_version, compressor, decompressor
-from .tarscan import Member
 
 if TYPE_CHECKING:
     from .convert import ConvertPlan
@@ -92,12 +91,12 @@ class _Layers:
                 self._tars[number] = tar
         return tar
 
-    def scanned(self, number: int, tar: LayerTar) -> list[Member] | None:
+    def scanned(self, number: int, tar: LayerTar) -> Columns | None:
         """The members of layer ``number`` (``tar``, as :meth:`get` gave it: verified) read while it arrived,
         None when they were not (or not from ``tar``): its headers are then read from ``tar``."""
         with self._lock:
             scan = self._scans.pop(number, None)
-        return scan.members(tar) if scan is not None else None
+        return scan.columns(tar) if scan is not None else None
 
     def precompressed(self) -> dict[int, tuple[Path, Segment]]:
         """Stop the precompressors; what they made, by layer number. A layer prepared later (the writer needs
@@ -303,8 +302,14 @@ def _index(blobs: Sequence[LayerBlob], found: dict[str, list[Record | None]], la
     with layers.preparing(read) as ready:
         for n, blob in enumerate(blobs):
             if n in read:
-                kept, tar = Columns(), ready(n)  # verified: what was scanned of it while it arrived counts now
-                tree.add_layer(tar, kept, layers.scanned(n, tar))  # type: ignore[arg-type]
+                tar = ready(n)  # verified: what was read of it while it arrived counts from now on
+                scanned = layers.scanned(n, tar)
+                if scanned is None:
+                    kept = Columns()
+                    tree.add_layer(tar, kept)  # type: ignore[arg-type]
+                else:
+                    kept = scanned
+                    tree.add_layer(tar, scanned=members(scanned))
                 encoded.append(kept.encode())
             else:
                 record = next(recs[n] for recs in found.values() if recs[n] is not None)

@@ -74,7 +74,7 @@ def test_layers_indexed_while_they_arrive_merge_in_layer_order(registry, tmp_pat
                                                                                                         what, **kw))
     fast = convert(f"docker://{ref}", "sqsh", store=Store(tmp_path / "a"), registry=reader())
     assert streamed == [True, True, True] and rescans == []
-    monkeypatch.setattr(HeaderScan, "members", lambda self, tar: None)  # every spool's headers read once complete
+    monkeypatch.setattr(HeaderScan, "columns", lambda self, tar: None)  # every spool's headers read once complete
     streamed.clear()
     whole = convert(f"docker://{ref}", "sqsh", store=Store(tmp_path / "b"), registry=reader())
     assert streamed == [False, False, False] and len(rescans) == 3
@@ -99,14 +99,14 @@ def test_a_tampered_layer_read_while_streaming_counts_for_nothing(tmp_path: Path
     monkeypatch.setenv("CKIT_HTTP_RETRIES", "0")
     scans: list[HeaderScan] = []
     taken: list[object] = []
-    init, members = HeaderScan.__init__, HeaderScan.members
+    init, columns = HeaderScan.__init__, HeaderScan.columns
 
     def made(self, *args):  # type: ignore[no-untyped-def]
         scans.append(self)
         init(self, *args)
 
     monkeypatch.setattr(HeaderScan, "__init__", made)
-    monkeypatch.setattr(HeaderScan, "members", lambda self, tar: taken.append(members(self, tar)))
+    monkeypatch.setattr(HeaderScan, "columns", lambda self, tar: taken.append(columns(self, tar)))
     server_registry = Registry(tamper_at=3 * PIECE + 100)
     with HostileServer(server_registry) as server, pytest.raises(IntegrityError, match="does not match its digest"):
         convert(f"docker://{server.host}/ckit/streamed:1", "sqsh", store=Store(tmp_path / "store"), registry=reader())

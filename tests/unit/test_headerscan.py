@@ -12,9 +12,10 @@ import pytest
 
 from buildkit.errors import ConvertError
 from buildkit.image.flatten import Tree
-from buildkit.image.headerscan import HeaderScan
+from buildkit.image.headerscan import HeaderScan, members
 from buildkit.image.layerfile import LayerTar
 from buildkit.image.precompress import Growing
+from buildkit.image.squashfs_reuse import FOLDED_PAX, Columns
 from buildkit.image.tarscan import scan
 
 
@@ -62,21 +63,24 @@ def follow(data: bytes, spool: Path, ok: bool = True) -> HeaderScan:
     return scanner
 
 
-def fields(members: list) -> list[tuple]:  # type: ignore[type-arg]
-    return [(m.name, m.type, m.mode, m.uid, m.gid, m.mtime, m.size, m.linkname, m.offset, m.offset_data,
-             m.pax_headers) for m in members]
+def fields(found: list) -> list[tuple]:  # type: ignore[type-arg]
+    """What the index uses of each member (a record keeps no header offsets, nor the PAX records that are fields)."""
+    return [(m.name, m.type, m.mode, m.uid, m.gid, m.mtime, m.size, m.linkname, m.offset_data,
+             {k: v for k, v in m.pax_headers.items() if k not in FOLDED_PAX}) for m in found]
 
 
 def test_the_members_read_while_the_spool_grows_are_those_of_the_complete_spool(tmp_path: Path) -> None:
     data, spool = layer_tar(), tmp_path / "layer-1.tar"
     scanner = follow(data, spool)
     tar = LayerTar(spool, 0, len(data), "layer 1")
-    got = scanner.members(tar)
+    got = scanner.columns(tar)
+    assert got is not None
     with spool.open("rb") as f:
-        assert got is not None and fields(got) == fields(list(scan(f, 0, len(data), "layer 1")))
-    streamed, whole = Tree(), Tree()
-    streamed.add_layer(tar, scanned=got)
-    whole.add_layer(tar)
+        assert fields(list(members(got))) == fields(list(scan(f, 0, len(data), "layer 1")))
+    streamed, whole, kept = Tree(), Tree(), Columns()
+    streamed.add_layer(tar, scanned=members(got))
+    whole.add_layer(tar, kept)
+    assert got.encode() == kept.encode()  # the layer's record too
     assert repr(streamed.nodes) == repr(whole.nodes) and streamed.data == whole.data  # inodes compare by identity
 
 
@@ -84,19 +88,20 @@ def test_members_count_only_for_the_spool_that_was_followed(tmp_path: Path) -> N
     """An engine's layer whose stream failed comes from the engine's save instead: another file."""
     data, spool = layer_tar(), tmp_path / "layer-1.tar"
     scanner = follow(data, spool)
-    assert scanner.members(LayerTar(tmp_path / "saved.tar", 0, len(data), "layer 1")) is None
+    assert scanner.columns(LayerTar(tmp_path / "saved.tar", 0, len(data), "layer 1")) is None
 
 
 def test_a_failed_stream_gives_no_members(tmp_path: Path) -> None:
     spool = tmp_path / "layer-1.tar"
     scanner = follow(layer_tar(), spool, ok=False)
-    assert scanner.members(LayerTar(spool, 0, spool.stat().st_size, "layer 1")) is None
+    assert scanner.columns(LayerTar(spool, 0, spool.stat().st_size, "layer 1")) is None
 
 
 def test_an_empty_layer_has_no_members(tmp_path: Path) -> None:
     spool = tmp_path / "layer-1.tar"
     scanner = follow(b"", spool)
-    assert scanner.members(LayerTar(spool, 0, 0, "layer 1")) == []
+    got = scanner.columns(LayerTar(spool, 0, 0, "layer 1"))
+    assert got is not None and list(members(got)) == []
 
 
 def test_a_stream_that_ends_inside_an_extended_header_is_refused_as_the_complete_spool_is(tmp_path: Path) -> None:
@@ -105,7 +110,7 @@ def test_a_stream_that_ends_inside_an_extended_header_is_refused_as_the_complete
     spool = tmp_path / "layer-1.tar"
     scanner = follow(data, spool)
     tar = LayerTar(spool, 0, len(data), "layer 1")
-    assert scanner.members(tar) is None
+    assert scanner.columns(tar) is None
     with pytest.raises(ConvertError, match="an extended header of .* bytes does not fit"):
         Tree().add_layer(tar)
 
@@ -135,5 +140,23 @@ def test_headers_without_data_are_read_as_they_arrive(tmp_path: Path) -> None:
         scanner._thread.join(30)  # noqa: SLF001 - the zero blocks end the tar: done before the stream is
         assert not scanner._thread.is_alive()  # noqa: SLF001
     growing.finish(True)
-    assert [m.name for m in scanner.members(LayerTar(spool, 0, len(data), "layer 1")) or []] == \
-        [f"d{n}" for n in range(5)]
+    got = scanner.columns(LayerTar(spool, 0, len(data), "layer 1"))
+    assert got is not None and [m.name for m in members(got)] == [f"d{n}" for n in range(5)]
+
+
+def test_a_sparse_member_is_refused_as_from_the_complete_spool(tmp_path: Path) -> None:
+    """A layer's columns cannot say a member is sparse: such a layer's headers are read again, and refused."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        info = tarfile.TarInfo("holes")
+        info.size = 512
+        tar.addfile(info, io.BytesIO(bytes(512)))
+    block = bytearray(out.getvalue())
+    block[156:157], block[148:156] = tarfile.GNUTYPE_SPARSE, b" " * 8
+    block[148:156] = f"{sum(block[:512]):06o}".encode() + b"\0 "  # a GNU sparse header, its checksum right
+    spool = tmp_path / "layer-1.tar"
+    scanner = follow(bytes(block), spool)
+    tar = LayerTar(spool, 0, len(block), "layer 1")
+    assert scanner.columns(tar) is None
+    with pytest.raises(ConvertError, match="sparse"):
+        Tree().add_layer(tar)
