@@ -100,9 +100,13 @@ class _Layers:
 
     def precompressed(self) -> dict[int, tuple[Path, Segment]]:
         """Stop the precompressors; what they made, by layer number. A layer prepared later (the writer needs
-        data of one it skipped) gets none: the writer waits for it and compresses it itself."""
+        data of one it skipped) gets none: the writer waits for it and compresses it itself. Header scans not
+        taken (the reading failed) stop too: a stream that failed before it began never says it ended."""
         with self._lock:
             pres, self.make = dict(self._pre), None
+            scans, self._scans = list(self._scans.values()), {}
+        for scan in scans:
+            scan.growing.stop()
         made = {n: pre.result() for n, pre in pres.items()}
         return {n: m for n, m in made.items() if m is not None}
 

@@ -160,3 +160,24 @@ def test_a_sparse_member_is_refused_as_from_the_complete_spool(tmp_path: Path) -
     assert scanner.columns(tar) is None
     with pytest.raises(ConvertError, match="sparse"):
         Tree().add_layer(tar)
+
+
+def test_a_stream_that_fails_before_it_begins_leaves_no_scan_waiting(tmp_path: Path) -> None:
+    """A download refused at its first request never says the stream ended: the end of the reading phase stops the
+    scan, also when there is no precompressor (targets of two codecs)."""
+    from buildkit.errors import RegistryError
+    from buildkit.image.produce import _Layers
+    from buildkit.image.source import LayerBlob
+
+    def refused():  # type: ignore[no-untyped-def]
+        raise RegistryError("layer 1: 404 BLOB_UNKNOWN")
+        yield b""
+
+    blob = LayerBlob(tmp_path / "none", 0, 100, "layer 1", digest="sha256:" + "0" * 64, chunks=refused)
+    layers = _Layers([blob], tmp_path, lambda n: None, make=None)
+    with pytest.raises(RegistryError), layers.preparing([0]) as ready:
+        ready(0)
+    (scan,) = layers._scans.values()  # noqa: SLF001
+    assert layers.precompressed() == {}
+    scan._thread.join(30)  # noqa: SLF001
+    assert not scan._thread.is_alive()  # noqa: SLF001
