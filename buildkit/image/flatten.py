@@ -190,8 +190,13 @@ class Tree:
         return cur
 
     # --- pass 1 -------------------------------------------------------------------------------------------------
-    def add_layer(self, layer: LayerTar, keep: list[Member] | None = None) -> None:
-        """Index ``layer``'s headers; ``keep`` receives every member (for a record of the layer)."""
+    def add_layer(self, layer: LayerTar, keep: list[Member] | None = None,
+                  scanned: Iterable[Member] | None = None) -> None:
+        """Index ``layer``'s headers; ``keep`` receives every member (for a record of the layer). ``scanned``:
+        its members as :func:`.tarscan.scan` read them from it before (while it arrived, see :mod:`.headerscan`)."""
+        if scanned is not None:
+            self._add(layer, layer.what, self._checked(iter(scanned), layer, keep))
+            return
         with open(layer.path, "rb", buffering=0) as raw:
             self._add(layer, layer.what, self._checked(scan(raw, layer.offset, layer.offset + layer.size, layer.what),
                                                        layer, keep))

@@ -25,7 +25,7 @@ from typing import BinaryIO
 
 from ..errors import CkitError
 from .cpushare import CpuShare
-from .squashfs_blocks import BLOCK_SIZE, CopyRange, Output, Run, crc32
+from .squashfs_blocks import BLOCK_SIZE, CopyRange, Fragment, Output, Packed, Run, crc32
 from .squashfs_copy import Segment
 from .squashfs_data import RUN_BLOCKS
 from .tarscan import scan
@@ -93,7 +93,7 @@ class Precompressor:
         self._thread.join()
         if self.growing.failed:  # what it read may not be the layer (an engine's layer then comes from a save)
             return None
-        return (self.path, self.segment) if self.segment.files else None
+        return (self.path, self.segment) if self.segment.files or self.segment.groups else None
 
     def _run(self) -> None:
         try:
@@ -107,26 +107,60 @@ class Precompressor:
             log.debug("%s: precompression stopped: %s", self.what, err)
 
     def _follow(self, src: BinaryIO, out: Output) -> None:
+        """Large files as they come; small ones packed into fragment groups exactly as the writer packs them
+        (:func:`.squashfs_data.fragment_groups`: greedily, in tar order, deleted ones too), each group compressed
+        once its last file is in."""
         compress, fd = self.make(), src.fileno()
+        group: list[tuple[int, int]] = []
+        fill, number = BLOCK_SIZE, -1
         for member in scan(src, 0, END, self.what, pread=self.growing.pread):
-            if not member.isreg() or member.size < BLOCK_SIZE or member.sparse:
+            if not member.isreg() or member.size == 0 or member.sparse:
                 continue
-            self.growing.wait(member.offset_data + member.size)
-            words, crc, start = [], 0, out.pos
-            for first in range(0, member.size, RUN_BLOCKS * BLOCK_SIZE):
-                if self.growing.stopped:
-                    return  # the writer starts: it compresses the rest of this file itself
-                size = min(RUN_BLOCKS * BLOCK_SIZE, member.size - first)
-                run = Run((fd, member.offset_data + first, size), self.what)
-                if self.share is not None:
-                    with self.share.slot():
-                        packed = run(compress)
-                else:
-                    packed = run(compress)
-                for data, word in packed:
-                    assert not isinstance(data, CopyRange)
-                    words.append(word)
-                    if word:
-                        crc = crc32(data, crc)
-                        out.write(data)
-            self.segment.files[member.offset_data] = (start, tuple(words), crc)
+            if member.size < BLOCK_SIZE:
+                if fill + member.size > BLOCK_SIZE:
+                    if group and not self._group(fd, out, compress, number, group):
+                        return
+                    group, fill, number = [], 0, number + 1
+                group.append((member.offset_data, member.size))
+                fill += member.size
+            elif not self._file(fd, out, compress, member.offset_data, member.size):
+                return
+        if group:
+            self._group(fd, out, compress, number, group)
+
+    def _compressed(self, job: Run | Fragment, compress: Callable[[bytes], bytes]) -> Packed:
+        if self.share is None:
+            return job(compress)
+        with self.share.slot():
+            return job(compress)
+
+    def _file(self, fd: int, out: Output, compress: Callable[[bytes], bytes], offset: int, size: int) -> bool:
+        """One file of a block or more, compressed run by run; False when stopped (the writer does the rest)."""
+        self.growing.wait(offset + size)
+        words, crc, start = [], 0, out.pos
+        for first in range(0, size, RUN_BLOCKS * BLOCK_SIZE):
+            if self.growing.stopped:
+                return False  # the writer starts: it compresses the rest of this file itself
+            run = Run((fd, offset + first, min(RUN_BLOCKS * BLOCK_SIZE, size - first)), self.what)
+            for data, word in self._compressed(run, compress):
+                assert not isinstance(data, CopyRange)
+                words.append(word)
+                if word:
+                    crc = crc32(data, crc)
+                    out.write(data)
+        self.segment.files[offset] = (start, tuple(words), crc)
+        return True
+
+    def _group(self, fd: int, out: Output, compress: Callable[[bytes], bytes], number: int,
+               group: list[tuple[int, int]]) -> bool:
+        """Fragment group ``number`` of the layer as one block, as the writer's :class:`Fragment` job makes it when
+        all of the group's files survive; False when stopped."""
+        last, size = group[-1]
+        self.growing.wait(last + size)
+        if self.growing.stopped:
+            return False
+        ((data, word),) = self._compressed(Fragment([(fd, o, n) for o, n in group], self.what), compress)
+        assert not isinstance(data, CopyRange)
+        self.segment.groups[number] = (out.pos, word, crc32(data), tuple(range(len(group))))
+        out.write(data)
+        return True

@@ -34,6 +34,7 @@ from ..progress import Meter, Reporter
 from . import malloc, squashfs
 from .cpushare import CpuShare
 from .flatten import Tree
+from .headerscan import HeaderScan, members
 from .layerfile import LayerTar, Sharing, prepare, spool_path
 from .model import ImageConfig, RootfsEntry
 from .precompress import Growing, Precompressor
@@ -58,6 +59,7 @@ class _Layers:
         self.blobs, self.work, self.make = blobs, work, make
         self._tars: dict[int, LayerTar] = {}
         self._pre: dict[int, Precompressor] = {}
+        self._scans: dict[int, HeaderScan] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
 
@@ -68,27 +70,43 @@ class _Layers:
 
         self.progress = advance
 
-    def get(self, number: int, share: CpuShare | None = None, critical: bool = False) -> LayerTar:
+    def get(self, number: int, share: CpuShare | None = None, critical: bool = False, scan: bool = False) -> LayerTar:
+        """The layer as a verified tar; ``scan``: a streamed layer's headers are read while it arrives (see
+        :meth:`scanned`)."""
         with self._lock:
             tar, make = self._tars.get(number), self.make
         if tar is None:
             blob, growing = self.blobs[number], None
-            if make is not None and blob.chunks is not None:
-                growing = Growing()  # a registry's or an engine's layer: compress its large files while it arrives
-                pre = Precompressor(spool_path(self.work, number + 1), growing, make, blob.what, share)
+            if blob.chunks is not None and (make is not None or scan):
+                growing = Growing()  # a registry's or an engine's layer: followed while it arrives
+                spool = spool_path(self.work, number + 1)
                 with self._lock:
-                    self._pre[number] = pre
+                    if make is not None:  # its large files compressed
+                        self._pre[number] = Precompressor(spool, growing, make, blob.what, share)
+                    if scan:  # its headers read
+                        self._scans[number] = HeaderScan(spool, growing, blob.what)
             tar = prepare(blob, self.work, number + 1, self.progress, growing,
                           Sharing(share, critical) if share is not None else None)
             with self._lock:
                 self._tars[number] = tar
         return tar
 
+    def scanned(self, number: int, tar: LayerTar) -> Columns | None:
+        """The members of layer ``number`` (``tar``, as :meth:`get` gave it: verified) read while it arrived,
+        None when they were not (or not from ``tar``): its headers are then read from ``tar``."""
+        with self._lock:
+            scan = self._scans.pop(number, None)
+        return scan.columns(tar) if scan is not None else None
+
     def precompressed(self) -> dict[int, tuple[Path, Segment]]:
         """Stop the precompressors; what they made, by layer number. A layer prepared later (the writer needs
-        data of one it skipped) gets none: the writer waits for it and compresses it itself."""
+        data of one it skipped) gets none: the writer waits for it and compresses it itself. Header scans not
+        taken (the reading failed) stop too: a stream that failed before it began never says it ended."""
         with self._lock:
             pres, self.make = dict(self._pre), None
+            scans, self._scans = list(self._scans.values()), {}
+        for scan in scans:
+            scan.growing.stop()
         made = {n: pre.result() for n, pre in pres.items()}
         return {n: m for n, m in made.items() if m is not None}
 
@@ -100,17 +118,17 @@ class _Layers:
         streamed = any(self.blobs[n].chunks is not None for n in numbers)
         workers = min(len(numbers), max(os.cpu_count() or 1, STREAMS if streamed else 1))
         if workers <= 1:
-            yield self.get
+            yield lambda n: self.get(n, scan=True)
             return
         share, critical = None, None
         if streamed:  # the largest streamed layer ends the reading phase: it starts first and keeps a CPU
             critical = max((n for n in numbers if self.blobs[n].chunks is not None), key=lambda n: self.blobs[n].size)
             share = CpuShare(os.cpu_count() or 1)
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="layer")
-        futures = {n: pool.submit(self.get, n, share, n == critical)
+        futures = {n: pool.submit(self.get, n, share, n == critical, True)
                    for n in sorted(numbers, key=lambda n: (n != critical, n))}
         try:
-            yield lambda n: futures[n].result() if n in futures else self.get(n)
+            yield lambda n: futures[n].result() if n in futures else self.get(n, scan=True)
         except BaseException:
             self._stop.set()  # the others end at their next chunk (Ctrl-C does not wait for gigabytes)
             raise
@@ -289,8 +307,14 @@ def _index(blobs: Sequence[LayerBlob], found: dict[str, list[Record | None]], la
     with layers.preparing(read) as ready:
         for n, blob in enumerate(blobs):
             if n in read:
-                kept = Columns()
-                tree.add_layer(ready(n), kept)  # type: ignore[arg-type]
+                tar = ready(n)  # verified: what was read of it while it arrived counts from now on
+                scanned = layers.scanned(n, tar)
+                if scanned is None:
+                    kept = Columns()
+                    tree.add_layer(tar, kept)  # type: ignore[arg-type]
+                else:
+                    kept = scanned
+                    tree.add_layer(tar, scanned=members(scanned))
                 encoded.append(kept.encode())
             else:
                 record = next(recs[n] for recs in found.values() if recs[n] is not None)

@@ -236,20 +236,27 @@ class DataWriter:
                 crc[0] = old[2]
 
             self._add_copy(earlier, old[0], stored(old[1]), old[2], copied)
-            self.copied += size
+            self._reused(earlier, size)
             return
         self._flush_copy()
         if old is not None and set(alive) <= set(old[3]):  # fewer files: unpack the earlier block, pack again
             assert earlier is not None
             keep = [old[3].index(n) for n in alive]
             self.blocks.submit(Refragment(earlier, old[:3], [group[n] for n in old[3]], keep), done)
-            self.copied += size
+            self._reused(earlier, size)
             return
         self.compressed += size
         pieces = [self._piece(inode, 0, inode.size) for inode in members]
         self.blocks.submit(Fragment(pieces, self._what(members[0])), done)
 
     # --- helpers ------------------------------------------------------------------------------------------------
+    def _reused(self, earlier: Earlier, size: int) -> None:
+        """Data taken from ``earlier``: reused from an earlier image, or compressed in this conversion after all."""
+        if earlier.fresh:
+            self.compressed += size
+        else:
+            self.copied += size
+
     def _add_copy(self, earlier: Earlier, at: int, size: int, crc: int, place: Callable[[int], None]) -> None:
         copy = self._copy
         if copy is None or copy.earlier is not earlier or copy.at + copy.fixed != at or copy.fixed >= COPY_LIMIT:

@@ -183,9 +183,9 @@ def scan(f: BinaryIO, start: int, end: int, what: str,
         header_at, data_at = pos, pos + BLOCK
         pos = data_at + (size + BLOCK - 1) // BLOCK * BLOCK
         if kind in (tarfile.XHDTYPE, b"X", tarfile.XGLTYPE, tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK):
-            if size > max_meta or data_at + size > end:
+            data = pread(fd, size, data_at) if size <= max_meta and data_at + size <= end else b""
+            if len(data) < size:  # too large, past the range, or past the end of the file or of a stream
                 raise _bad(what, header_at - start, f"an extended header of {size} bytes does not fit")
-            data = pread(fd, size, data_at)
             if kind == tarfile.XGLTYPE:
                 global_pax = {**global_pax, **_pax(data, what)}
             elif kind in (tarfile.XHDTYPE, b"X"):

@@ -127,7 +127,7 @@ def test_second_build_is_a_cache_hit_without_build_work(podman: Any, debian_imag
 
 def test_build_demo_to_image_sif_sqsh(podman: Any, debian_image: str, cache: Path, tmp_path: Path,
                                       capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from buildkit.image import flatten
+    from buildkit.image import flatten, headerscan
     from buildkit.image.source import DaemonSource
 
     saves: list[str] = []
@@ -138,12 +138,13 @@ def test_build_demo_to_image_sif_sqsh(podman: Any, debian_image: str, cache: Pat
         saves.append(self.ref)
         return real_spool(self, workdir, progress)
 
-    def counting_scan(f, start, end, what):  # type: ignore[no-untyped-def]
+    def counting_scan(f, start, end, what, **kw):  # type: ignore[no-untyped-def]
         scans.append(what)
-        return real_scan(f, start, end, what)
+        return real_scan(f, start, end, what, **kw)
 
     monkeypatch.setattr(DaemonSource, "spool", counting_spool)
-    monkeypatch.setattr(flatten, "scan", counting_scan)
+    monkeypatch.setattr(flatten, "scan", counting_scan)  # a layer read whole
+    monkeypatch.setattr(headerscan, "scan", counting_scan)  # a layer read as it streams from podman's storage
     out_dir = tmp_path / "artifacts"
     code, out, err = ckit(capsys, "build", "demo", "--to", "image,sif,sqsh", "-o", str(out_dir), "--json")
     assert code == 0, err

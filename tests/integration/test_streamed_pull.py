@@ -241,11 +241,11 @@ def test_the_largest_layer_starts_first_keeps_a_cpu_and_every_slot_comes_back(re
     shares = []
     get = produce._Layers.get
 
-    def spied(self, number, share=None, critical=False):  # type: ignore[no-untyped-def]
+    def spied(self, number, share=None, critical=False, scan=False):  # type: ignore[no-untyped-def]
         if share is not None:
             calls.append((number, critical))
             shares.append(share)
-        return get(self, number, share, critical)
+        return get(self, number, share, critical, scan)
 
     monkeypatch.setattr(produce._Layers, "get", spied)
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
@@ -254,3 +254,44 @@ def test_the_largest_layer_starts_first_keeps_a_cpu_and_every_slot_comes_back(re
     assert sorted(calls[1:]) == [(0, False), (2, False)]
     share = shares[0]
     assert (share._free, share._reserved, list(share._waiting)) == (2, False, [])
+
+
+def test_small_files_packed_while_streaming_give_the_same_bytes(registry, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                                monkeypatch) -> None:
+    """Small files are packed into fragment blocks while their layer arrives: a group whose files all survive is
+    copied, one that lost a file to an upper layer's whiteout is unpacked and packed again, and the image is byte
+    for byte the one the writer makes alone."""
+    from buildkit.image import produce
+    from buildkit.image.convert import convert
+    from buildkit.image.precompress import Growing
+    from buildkit.registry.source import reader
+    from buildkit.store import Store
+    from tests.integration.hostile_images import oci_layout
+
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    monkeypatch.setenv("CKIT_PULL_PIECE", str(PIECE))
+    lower = tar_bytes([entry("lib", "dir"), *(entry(f"lib/m{n}.py", data=b"import os\n" * (500 + 37 * n) + os.urandom(n))
+                                              for n in range(60))])
+    upper = tar_bytes([entry("lib", "dir"), entry("lib/.wh.m7.py"), entry("lib/new.py", data=b"new\n")])
+    source = oci_layout(tmp_path / "layout", [lower, upper])
+    ref = f"{registry.host}/ckit/fragments:{uuid.uuid4().hex[:8]}"
+    subprocess.run(["skopeo", "copy", "--dest-tls-verify=false", source, f"docker://{ref}"],  # noqa: S607
+                   check=True, capture_output=True)
+    groups: list[int] = []
+    precompressed = produce._Layers.precompressed
+
+    def spied(self):  # type: ignore[no-untyped-def]
+        result = precompressed(self)
+        groups.append(sum(len(segment.groups) for _, segment in result.values()))
+        return result
+
+    monkeypatch.setattr(produce._Layers, "precompressed", spied)
+    monkeypatch.setattr(Growing, "stop", lambda self: None)  # let each precompressor finish its layer: no race
+    with_pre = convert(f"docker://{ref}", "sqsh", store=Store(tmp_path / "a"), registry=reader())
+    assert groups[0] >= 3  # the lower layer's groups (m7.py's among them) and the upper layer's one
+    monkeypatch.setattr(produce._Layers, "precompressed", lambda self: [p.result() for p in self._pre.values()] and {})
+    alone = convert(f"docker://{ref}", "sqsh", store=Store(tmp_path / "b"), registry=reader())
+    assert with_pre.path.read_bytes() == alone.path.read_bytes()
+    assert (with_pre.compressed_bytes, with_pre.reused_bytes) == (alone.compressed_bytes, 0)
+    listed = listing(with_pre.path)
+    assert "/lib/m8.py" in listed and "/lib/m7.py" not in listed and "/lib/new.py" in listed

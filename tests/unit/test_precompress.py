@@ -74,3 +74,37 @@ def test_stopping_a_precompressor_that_waits_for_bytes_returns_at_once(tmp_path:
     began = time.monotonic()
     assert pre.result() is None  # nothing arrived yet
     assert time.monotonic() - began < 5
+
+
+def test_small_files_are_packed_into_the_writers_fragment_groups(tmp_path: Path) -> None:
+    """Files under a block are grouped as the writer groups them (greedily, in tar order) and each group is the
+    block the writer's Fragment job makes of it; large files in between do not break a group."""
+    from array import array
+
+    from buildkit.image.squashfs_blocks import Fragment
+    from buildkit.image.squashfs_data import fragment_groups
+
+    out = io.BytesIO()
+    sizes = [30_000, 50_000, 60_000, 3 * BLOCK_SIZE, 100_000, 20_000, 0, 120_000, 7]
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for n, size in enumerate(sizes):
+            info = tarfile.TarInfo(f"f{n}")
+            info.size = size
+            tar.addfile(info, io.BytesIO(os.urandom(size // 2) + bytes(size - size // 2)))
+    data, spool, growing = out.getvalue(), tmp_path / "layer-1.tar", Growing()
+    make = compressor("zstd", 3)
+    pre = Precompressor(spool, growing, make, "layer 1")
+    stream(data, spool, growing, ok=True).join()
+    pre._thread.join(30)  # noqa: SLF001
+    path, segment = pre.result()  # type: ignore[misc]
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        listed = array("q", (v for m in tar if m.size for v in (m.offset_data, m.size)))
+    groups = fragment_groups(listed)
+    assert len(groups) == 4 and set(segment.groups) == set(range(len(groups)))
+    made = path.read_bytes()
+    with spool.open("rb") as f:
+        for g, group in enumerate(groups):
+            ((block, word),) = Fragment([(f.fileno(), o, n) for o, n in group], "layer 1")(make())
+            at, got_word, crc, alive = segment.groups[g]
+            assert (got_word, alive) == (word, tuple(range(len(group))))
+            assert made[at:at + len(block)] == block and crc32(block) == crc

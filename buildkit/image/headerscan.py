@@ -1,0 +1,76 @@
+"""Reading a streamed layer's tar headers while the layer still arrives, so its member list is ready at its end.
+
+The index of the image (:class:`.flatten.Tree`) merges the layers in order, and a layer's headers could only be
+read once its spool was complete: for a registry's image that pass came after the last byte of the largest layer,
+with the squashfs writer waiting behind it. A :class:`HeaderScan` follows the spool as it grows (through
+:meth:`.precompress.Growing.pread`, as the precompressor does) with the one tar reader (:func:`.tarscan.scan`)
+and keeps the members, column by column as a layer's record keeps them (:class:`.squashfs_reuse.Columns`: a
+few dozen bytes per member, where a list of members would hold a few hundred until its layer's turn to merge);
+the merge, in layer order, then only applies them, and the record is those columns.
+
+Nothing here counts before the layer's digest has matched: the members are taken (:meth:`HeaderScan.members`)
+only after :func:`.layerfile.prepare` has verified the layer, and only when the tar it gave is the spool that was
+followed. A scan that failed or was stopped gives nothing: the layer's headers are then read again from the
+complete spool, so a malformed layer is refused exactly as before, with the same error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from .layerfile import LayerTar
+from .precompress import END, Abandoned, Growing
+from .squashfs_reuse import COUNTS, Columns
+from .tarscan import Member, scan
+
+log = logging.getLogger("ckit.convert")
+
+
+class HeaderScan:
+    """Follows one layer's spool on a thread of its own, keeping every member its headers describe."""
+
+    def __init__(self, spool: Path, growing: Growing, what: str) -> None:
+        self.spool, self.growing, self.what = spool, growing, what
+        self._columns: Columns | None = None  # set once every header was read
+        self._thread = threading.Thread(target=self._run, name=f"headers-{spool.stem}", daemon=True)
+        self._thread.start()
+
+    def columns(self, tar: LayerTar) -> Columns | None:
+        """The members of ``tar`` (already verified) when this scan read all of them from it; else None. The
+        stream has ended by now, so the scan is at most finishing the last headers already on disk."""
+        self._thread.join()
+        if self.growing.failed or (tar.path, tar.offset) != (self.spool, 0):
+            return None
+        columns, self._columns = self._columns, None  # handed over once
+        return columns
+
+    def _run(self) -> None:
+        columns = Columns()
+        try:
+            self.growing.wait(1)  # the spool exists once its first bytes are written (or the stream ended)
+            with open(self.spool, "rb", buffering=0) as src:
+                for member in scan(src, 0, END, self.what, pread=self.growing.pread):
+                    if member.sparse:
+                        return  # the columns cannot say so: the complete spool's headers are read, and refused
+                    columns.append(member)
+        except Abandoned:
+            return
+        except Exception as err:  # noqa: BLE001 - whatever it is, reading the complete spool reports it properly
+            log.debug("%s: headers not read while streaming: %s", self.what, err)
+            return
+        self._columns = columns
+
+
+def members(columns: Columns) -> Iterator[Member]:
+    """The members kept in ``columns``, in tar order, as :func:`.tarscan.scan` gave them (offsets in the layer)."""
+    names = json.loads(b"[" + columns.names[:-1] + b"]")
+    links = json.loads(b"[" + columns.links[:-1] + b"]")
+    types = bytes(columns.types)
+    modes, uids, gids, sizes, offsets = (columns.counts[c] for c in COUNTS)
+    for i in range(columns.count):
+        yield Member(names[i], types[i:i + 1], modes[i], uids[i], gids[i], columns.mtimes[i], sizes[i], links[i],
+                     offsets[i], offsets[i], columns.pax.get(str(i), {}))
