@@ -290,7 +290,7 @@ def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
     except (OSError, AttributeError):  # not Linux
         return None
     call.argtypes, call.restype = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint), ctypes.c_int
-    return call  # type: ignore[no-any-return]
+    return call
 
 
 def start_writeback(fd: int, offset: int, size: int) -> None:
