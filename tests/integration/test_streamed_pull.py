@@ -16,9 +16,15 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from tests.integration.hostile_images import config_blob, entry, sha, tar_bytes
+import pytest
+
+from buildkit.image import produce
+from buildkit.image.precompress import Growing
+from tests.integration.hostile_images import config_blob, entry, oci_layout, sha, tar_bytes
 from tests.integration.hostile_registry import HostileServer, Reply, Seen
 
 PIECE = 64 << 10
@@ -87,6 +93,31 @@ def layer_gets(server: HostileServer, registry: Registry) -> list[Seen]:
 
 def listing(path: Path) -> str:
     return subprocess.run(["unsquashfs", "-lls", str(path)], capture_output=True, text=True, check=True).stdout  # noqa: S607
+
+
+def push_layers(host: str, tmp_path: Path, name: str, layers: list[bytes]) -> str:
+    """The layers as an image in the registry (skopeo, gzip layers): its reference."""
+    source = oci_layout(tmp_path / "layout", layers)
+    ref = f"{host}/ckit/{name}:{uuid.uuid4().hex[:8]}"
+    subprocess.run(["skopeo", "copy", "--dest-tls-verify=false", source, f"docker://{ref}"],  # noqa: S607
+                   check=True, capture_output=True)
+    return ref
+
+
+def spy_precompressed(monkeypatch: pytest.MonkeyPatch, count: Callable[[Any], int]) -> list[int]:
+    """What the precompressors made, counted per conversion (``count`` of each layer's segment); each precompressor
+    is let finish its layer, so the count does not race the writer."""
+    made: list[int] = []
+    precompressed = produce._Layers.precompressed
+
+    def spied(self):  # type: ignore[no-untyped-def]
+        result = precompressed(self)
+        made.append(sum(count(segment) for _, segment in result.values()))
+        return result
+
+    monkeypatch.setattr(produce._Layers, "precompressed", spied)
+    monkeypatch.setattr(Growing, "stop", lambda self: None)
+    return made
 
 
 def test_a_large_layer_is_fetched_in_ranges_and_converted(tmp_path: Path) -> None:
@@ -182,12 +213,9 @@ def test_large_files_compressed_while_streaming_give_the_same_bytes(registry, tm
     """The files of a block or more are compressed while their layer arrives and copied by the writer: the image
     is byte for byte the one the writer makes alone, also when an upper layer replaces such a file (its copy is
     not used) and for the files the precompressor did not reach."""
-    from buildkit.image import produce
     from buildkit.image.convert import convert
-    from buildkit.image.precompress import Growing
     from buildkit.registry.source import reader
     from buildkit.store import Store
-    from tests.integration.hostile_images import oci_layout
 
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     monkeypatch.setenv("CKIT_PULL_PIECE", str(PIECE))
@@ -197,20 +225,8 @@ def test_large_files_compressed_while_streaming_give_the_same_bytes(registry, tm
                        entry("opt/small", data=b"small\n")])
     upper = tar_bytes([entry("opt", "dir"), entry("opt/text", data=text[::-1]),
                        entry("opt/more", data=os.urandom(200_000))])
-    source = oci_layout(tmp_path / "layout", [lower, upper])
-    ref = f"{registry.host}/ckit/precompressed:{uuid.uuid4().hex[:8]}"
-    subprocess.run(["skopeo", "copy", "--dest-tls-verify=false", source, f"docker://{ref}"],  # noqa: S607
-                   check=True, capture_output=True)
-    made: list[int] = []
-    precompressed = produce._Layers.precompressed
-
-    def spied(self):  # type: ignore[no-untyped-def]
-        result = precompressed(self)
-        made.append(sum(len(segment.files) for _, segment in result.values()))
-        return result
-
-    monkeypatch.setattr(produce._Layers, "precompressed", spied)
-    monkeypatch.setattr(Growing, "stop", lambda self: None)  # let each precompressor finish its layer: no race
+    ref = push_layers(registry.host, tmp_path, "precompressed", [lower, upper])
+    made = spy_precompressed(monkeypatch, lambda segment: len(segment.files))
     with_pre = convert(f"docker://{ref}", "sqsh", store=Store(tmp_path / "a"), registry=reader())
     assert made == [5]  # big, text, zeros; text (again) and more: every file of a block or more
     monkeypatch.setattr(produce._Layers, "precompressed", lambda self: [p.result() for p in self._pre.values()] and {})
@@ -225,7 +241,6 @@ def test_the_largest_layer_starts_first_keeps_a_cpu_and_every_slot_comes_back(re
                                                                               monkeypatch) -> None:
     """The writer waits for the last layer, so the largest one starts first and takes no CPU slot; the others
     and the precompressors take slots per piece of work, and all of them are free again at the end."""
-    from buildkit.image import produce
     from buildkit.image.convert import convert
     from buildkit.registry.source import reader
     from buildkit.store import Store
@@ -261,32 +276,17 @@ def test_small_files_packed_while_streaming_give_the_same_bytes(registry, tmp_pa
     """Small files are packed into fragment blocks while their layer arrives: a group whose files all survive is
     copied, one that lost a file to an upper layer's whiteout is unpacked and packed again, and the image is byte
     for byte the one the writer makes alone."""
-    from buildkit.image import produce
     from buildkit.image.convert import convert
-    from buildkit.image.precompress import Growing
     from buildkit.registry.source import reader
     from buildkit.store import Store
-    from tests.integration.hostile_images import oci_layout
 
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     monkeypatch.setenv("CKIT_PULL_PIECE", str(PIECE))
     lower = tar_bytes([entry("lib", "dir"), *(entry(f"lib/m{n}.py", data=b"import os\n" * (500 + 37 * n) + os.urandom(n))
                                               for n in range(60))])
     upper = tar_bytes([entry("lib", "dir"), entry("lib/.wh.m7.py"), entry("lib/new.py", data=b"new\n")])
-    source = oci_layout(tmp_path / "layout", [lower, upper])
-    ref = f"{registry.host}/ckit/fragments:{uuid.uuid4().hex[:8]}"
-    subprocess.run(["skopeo", "copy", "--dest-tls-verify=false", source, f"docker://{ref}"],  # noqa: S607
-                   check=True, capture_output=True)
-    groups: list[int] = []
-    precompressed = produce._Layers.precompressed
-
-    def spied(self):  # type: ignore[no-untyped-def]
-        result = precompressed(self)
-        groups.append(sum(len(segment.groups) for _, segment in result.values()))
-        return result
-
-    monkeypatch.setattr(produce._Layers, "precompressed", spied)
-    monkeypatch.setattr(Growing, "stop", lambda self: None)  # let each precompressor finish its layer: no race
+    ref = push_layers(registry.host, tmp_path, "fragments", [lower, upper])
+    groups = spy_precompressed(monkeypatch, lambda segment: len(segment.groups))
     with_pre = convert(f"docker://{ref}", "sqsh", store=Store(tmp_path / "a"), registry=reader())
     assert groups[0] >= 3  # the lower layer's groups (m7.py's among them) and the upper layer's one
     monkeypatch.setattr(produce._Layers, "precompressed", lambda self: [p.result() for p in self._pre.values()] and {})
