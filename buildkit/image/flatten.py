@@ -356,8 +356,8 @@ class Tree:
     # --- pass 2 -------------------------------------------------------------------------------------------------
     def inodes(self) -> list[Inode]:
         """Each regular file's data once (hardlinks share it), in layer order so every layer is read forward."""
-        unique = {id(node.inode): node.inode for node in self.nodes.values() if node.inode is not None}
-        return sorted(unique.values(), key=lambda inode: (inode.layer, inode.offset))
+        unique = dict.fromkeys(node.inode for node in self.nodes.values() if node.inode is not None)
+        return sorted(unique, key=lambda inode: (inode.layer, inode.offset))
 
     def total_bytes(self) -> int:
         return sum(inode.size for inode in self.inodes())

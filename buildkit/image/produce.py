@@ -308,6 +308,7 @@ def _index(blobs: Sequence[LayerBlob], found: dict[str, list[Record | None]], la
         for n, blob in enumerate(blobs):
             if n in read:
                 tar = ready(n)  # verified: what was read of it while it arrived counts from now on
+                malloc.trim()  # what its reading freed, before the index grows by it (see :mod:`.malloc`)
                 scanned = layers.scanned(n, tar)
                 if scanned is None:
                     kept = Columns()

@@ -19,8 +19,8 @@ import functools
 import itertools
 import os
 from array import array
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from ..errors import ConvertError
 from .flatten import Inode, Tree
@@ -42,24 +42,26 @@ class Placement:
     start: int = 0
     started: bool = False
     sparse: int = 0  # bytes of all-zero blocks, stored as holes
-    blocks: list[int] = field(default_factory=list)
+    blocks: Sequence[int] = ()  # a list once blocks are placed; small files share the empty tuple
     fragment: int = NO_FRAGMENT
     fragment_offset: int = 0
     crc: int = 0  # CRC32 of the file's stored blocks, for a record
 
     def placed(self, first: int, _start: int, blocks: list[tuple[int, int]], chunks: list[bytes]) -> None:
         """Record blocks ``first``… once written; the first block actually written is where the file starts."""
+        words = self.blocks
+        assert isinstance(words, list)  # set by the writer before its runs are submitted
         for n, (pos, word) in enumerate(blocks, first):
             if word == 0:
                 self.sparse += min(BLOCK_SIZE, self.size - n * BLOCK_SIZE)
             elif not self.started:
                 self.start, self.started = pos, True
-            self.blocks[n] = word
+            words[n] = word
         for chunk in chunks:
             self.crc = crc32(chunk, self.crc)
 
     def copied(self, pos: int, words: tuple[int, ...], crc: int) -> None:
-        self.blocks, self.crc = list(words), crc
+        self.blocks, self.crc = words, crc
         self.sparse = sum(min(BLOCK_SIZE, self.size - n * BLOCK_SIZE) for n, w in enumerate(words) if w == 0)
         if any(words):
             self.start, self.started = pos, True
@@ -125,8 +127,8 @@ class DataWriter:
         self._tars: dict[int, LayerTar] = {}
         self._copy: Copy | None = None
 
-    def write_all(self) -> dict[int, Placement]:
-        placements: dict[int, Placement] = {}
+    def write_all(self) -> dict[Inode, Placement]:
+        placements: dict[Inode, Placement] = {}
         by_layer = {n: list(group) for n, group in itertools.groupby(self.tree.inodes(), key=lambda i: i.layer)}
         layers = len(self.tree.layers)
         for number in range(layers + 1):
@@ -145,7 +147,7 @@ class DataWriter:
         self._fds.clear()
 
     # --- one layer ----------------------------------------------------------------------------------------------
-    def _layer(self, number: int, inodes: list[Inode], placements: dict[int, Placement]) -> Segment:
+    def _layer(self, number: int, inodes: list[Inode], placements: dict[Inode, Placement]) -> Segment:
         segment = Segment()
         self._align()
         self._mark(lambda pos: setattr(segment, "start", pos))
@@ -153,9 +155,9 @@ class DataWriter:
         bigs = []
         for inode in inodes:
             if inode.size == 0:
-                placements[id(inode)] = Placement(0)
+                placements[inode] = Placement(0)
             elif inode.size >= BLOCK_SIZE:
-                place = placements[id(inode)] = Placement(inode.size)
+                place = placements[inode] = Placement(inode.size)
                 self._big(inode, place, earlier)
                 bigs.append((inode, place))
         groups = self._groups(number, inodes, placements, earlier)
@@ -195,7 +197,7 @@ class DataWriter:
             piece = self._piece(inode, at, min(RUN_BLOCKS * BLOCK_SIZE, inode.size - at))
             self.blocks.submit(Run(piece, what), functools.partial(place.placed, first))
 
-    def _groups(self, number: int, inodes: list[Inode], placements: dict[int, Placement],
+    def _groups(self, number: int, inodes: list[Inode], placements: dict[Inode, Placement],
                 earlier: Earlier | None) -> dict[int, tuple[int, list[int], tuple[int, ...]]]:
         """Fragment blocks of the layer's groups that have survivors; returns, per group, its fragment index,
         [the block's crc] once written and which members it holds (for the record)."""
@@ -212,7 +214,7 @@ class DataWriter:
             self.fragment_entries.append((0, 0))
             offset = 0
             for _, inode in survivors[g]:
-                placements[id(inode)] = Placement(inode.size, fragment=index, fragment_offset=offset)
+                placements[inode] = Placement(inode.size, fragment=index, fragment_offset=offset)
                 offset += inode.size
                 self._count(inode.size)
             alive = tuple(n for n, _ in survivors[g])

@@ -151,7 +151,7 @@ def _tables(out: Output, pos: int, tables: Tables, fragments: list[tuple[int, in
     pos += len(dirs)
     fragment_table, pos = lookup_table(out, pos, b"".join(
         struct.pack("<QII", start, word, 0) for start, word in fragments), compress)
-    export_table, pos = lookup_table(out, pos, struct.pack(f"<{len(tables.refs)}Q", *tables.refs), compress)
+    export_table, pos = lookup_table(out, pos, tables.export(), compress)
     id_table, pos = lookup_table(out, pos, struct.pack(f"<{len(tables.ids.index)}I", *tables.ids.index), compress)
     xattr_table, flags = NO_TABLE, FLAG_EXPORTABLE
     if tables.xattrs.ids:

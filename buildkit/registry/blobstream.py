@@ -65,11 +65,19 @@ def blob_chunks(client: RegistryClient, repo: str, digest: str, size: int) -> It
         return
     head = fetch.piece(0, piece, first)
     speed = piece / max(time.monotonic() - began, 1e-6)
-    yield from head
+    yield from _handed(head)
     if speed >= FAST:  # one answer outruns the decompression already: more requests would only cost
         yield from fetch.whole(fetch.get(piece, size - piece), size - piece)
     else:
         yield from fetch.pieces(piece, piece)
+
+
+def _handed(parts: list[bytes]) -> Iterator[bytes]:
+    """A piece's parts in order, each let go once handed on: a piece read is not held whole until the next one
+    is in (nor, for the first, while the rest of its blob streams: 4 MiB per layer, for minutes)."""
+    parts.reverse()
+    while parts:
+        yield parts.pop()
 
 
 class _Fetch:
@@ -165,7 +173,7 @@ class _Fetch:
                     data = pending.popleft().result()
                 finally:
                     _held.release()
-                yield from data
+                yield from _handed(data)
         finally:
             self.stop.set()  # the consumer stopped or failed: running fetches end at their next read
             for future in pending:
