@@ -2,7 +2,8 @@
 
 A conversion moves gigabytes through 1 MiB chunks and 128 KiB blocks in a dozen threads. glibc keeps what the
 download phase freed in each thread's arena for reuse, so peak RSS grew with the image: 181 MB for a 3.6 GB
-image, much of it free memory. Returning it before the writer starts keeps the peak near 140 MB. Two other
+image, much of it free memory (25–40 MB at any time while layers download). It is returned before each layer
+is merged into the index (the index grows on top of it) and before the writer starts. Two other
 settings were measured and left out: capping the arenas at two (a few MB less, but +0.1 s of system time on a
 170 MB image) and a fixed mmap threshold (frees every chunk at once, but doubles the system time: page faults).
 """
