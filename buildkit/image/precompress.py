@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -27,7 +27,7 @@ from ..errors import CkitError
 from .cpushare import CpuShare
 from .squashfs_blocks import BLOCK_SIZE, CopyRange, Fragment, Output, Packed, Run, crc32
 from .squashfs_copy import Segment
-from .squashfs_data import RUN_BLOCKS
+from .squashfs_data import RUN_BLOCKS, packed_groups
 from .tarscan import scan
 
 log = logging.getLogger("ckit.convert")
@@ -107,26 +107,26 @@ class Precompressor:
             log.debug("%s: precompression stopped: %s", self.what, err)
 
     def _follow(self, src: BinaryIO, out: Output) -> None:
-        """Large files as they come; small ones packed into fragment groups exactly as the writer packs them
-        (:func:`.squashfs_data.fragment_groups`: greedily, in tar order, deleted ones too), each group compressed
+        """Large files as they come; small ones packed into fragment groups by the writer's own rule
+        (:func:`.squashfs_data.packed_groups`: greedily, in tar order, deleted ones too), each group compressed
         once its last file is in."""
         compress, fd = self.make(), src.fileno()
-        group: list[tuple[int, int]] = []
-        fill, number = BLOCK_SIZE, -1
-        for member in scan(src, 0, END, self.what, pread=self.growing.pread):
-            if not member.isreg() or member.size == 0 or member.sparse:
-                continue
-            if member.size < BLOCK_SIZE:
-                if fill + member.size > BLOCK_SIZE:
-                    if group and not self._group(fd, out, compress, number, group):
-                        return
-                    group, fill, number = [], 0, number + 1
-                group.append((member.offset_data, member.size))
-                fill += member.size
-            elif not self._file(fd, out, compress, member.offset_data, member.size):
+        stopped = False
+
+        def smalls() -> Iterator[tuple[int, int]]:
+            nonlocal stopped
+            for member in scan(src, 0, END, self.what, pread=self.growing.pread):
+                if not member.isreg() or member.size == 0 or member.sparse:
+                    continue
+                if member.size < BLOCK_SIZE:
+                    yield member.offset_data, member.size
+                elif not self._file(fd, out, compress, member.offset_data, member.size):
+                    stopped = True
+                    return
+
+        for number, group in enumerate(packed_groups(smalls())):
+            if stopped or not self._group(fd, out, compress, number, group):
                 return
-        if group:
-            self._group(fd, out, compress, number, group)
 
     def _compressed(self, job: Run | Fragment, compress: Callable[[bytes], bytes]) -> Packed:
         if self.share is None:

@@ -19,7 +19,7 @@ import functools
 import itertools
 import os
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ..errors import ConvertError
@@ -69,17 +69,25 @@ class Placement:
 
 def fragment_groups(data: array[int]) -> list[list[tuple[int, int]]]:
     """Small data members (offset, size) packed greedily, in tar order, into groups of at most one block."""
-    groups: list[list[tuple[int, int]]] = []
+    return list(packed_groups(zip(data[::2], data[1::2], strict=True)))
+
+
+def packed_groups(members: Iterable[tuple[int, int]]) -> Iterator[list[tuple[int, int]]]:
+    """The packing rule of :func:`fragment_groups` over data members (offset, size) as they come: each group is
+    given once it is complete, so a layer that is still arriving (:mod:`.precompress`) is packed the same way."""
+    group: list[tuple[int, int]] = []
     fill = BLOCK_SIZE
-    for offset, size in zip(data[::2], data[1::2], strict=True):
+    for offset, size in members:
         if size >= BLOCK_SIZE:
             continue
         if fill + size > BLOCK_SIZE:
-            groups.append([])
-            fill = 0
-        groups[-1].append((offset, size))
+            if group:
+                yield group
+            group, fill = [], 0
+        group.append((offset, size))
         fill += size
-    return groups
+    if group:
+        yield group
 
 
 class _At:
@@ -182,10 +190,7 @@ class DataWriter:
             at, words, crc = old
             self._add_copy(earlier, at, sum(stored(w) for w in words), crc,
                            lambda pos: place.copied(pos, words, crc))
-            if earlier.fresh:
-                self.compressed += inode.size
-            else:
-                self.copied += inode.size
+            self._reused(earlier, inode.size)
             return
         self._flush_copy()
         self.compressed += inode.size
