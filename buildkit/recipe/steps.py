@@ -151,6 +151,8 @@ def compile_addon(
             steps.append(Run(commands=(
                 "apt-get update",
                 f"DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends {packages}",
+                # the downloaded .debs too: a base without docker-clean (mmdebstrap's, NGC's) keeps them in the layer
+                "apt-get clean",
                 "rm -rf /var/lib/apt/lists/*",
             ), comment=tpl.comment))
         elif tpl.pip:

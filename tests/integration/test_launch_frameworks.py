@@ -24,6 +24,7 @@ import pytest
 from buildkit.cli import main
 from buildkit.launch.submit import wait_for
 from buildkit.process import run
+from tests.infra.containers import remove_images
 
 JOBS = Path(__file__).parent / "jobs"
 RECIPES = Path(__file__).parent.parent / "data" / "recipes"
@@ -62,10 +63,25 @@ def build(*args: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def torch_image(podman, debian_image, framework_wheels) -> str:  # type: ignore[no-untyped-def]
+def torch_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A store of this module's own, removed with it: the torch image's .sqsh is over a GB, and the rest of the
+    run needs that disk more than a cache hit."""
+    folder = tmp_path_factory.mktemp("torch-store")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CKIT_CACHE_DIR", str(folder))
+        yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def torch_image(podman, debian_image, framework_wheels, torch_store) -> Iterator[str]:  # type: ignore[no-untyped-def]
     """``ckit build test-torch`` (Debian 12: python3-torch, Open MPI + mpi4py; tensorflow-cpu and ray in /opt/venv
-    from the frameworks' wheels); a repeat is a cache hit."""
-    return build("--set", f"files.src={framework_wheels.path}")["tag"]
+    from the frameworks' wheels); removed from podman's store when the module ends (3 GB)."""
+    import docker
+
+    tag = build("--set", f"files.src={framework_wheels.path}")["tag"]
+    yield tag
+    remove_images(docker.from_env(), [tag])
 
 
 @pytest.fixture(scope="module")
