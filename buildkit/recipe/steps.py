@@ -108,6 +108,39 @@ def _copies(tpl: StepTemplate, values: Mapping[str, ParamValue], where: Callable
     return out
 
 
+def _env_flags(layer: Layer, tpl: StepTemplate, values: Mapping[str, ParamValue],
+               where: Callable[[str], ConfigError]) -> list[tuple[str, str]]:
+    """``FLAG=1`` for each choice of a list (or bool) parameter, as the step's ``env_flags`` patterns say."""
+    env = []
+    for param, selected, unselected in tpl.env_flags:
+        chosen = values.get(param)
+        spec = layer.param(param)
+        if spec is None or spec.type not in ("list", "bool"):
+            raise where(f"env_flags: '{param}' is not a list or bool parameter")
+        options = spec.choices if spec.type == "list" else ("",)
+        for choice in options:
+            on = choice in chosen if isinstance(chosen, tuple) else bool(chosen)
+            pattern = selected if on else unselected
+            if pattern:
+                flag = pattern.replace("{CHOICE}", choice.upper())
+                env.append((flag, check_env_value(flag, "1", where)))
+    return env
+
+
+def _installs(kind: str, names: list[str]) -> tuple[str, ...]:
+    """The commands that install ``names`` with apt or pip, leaving no download behind in the layer."""
+    packages = " ".join(shlex.quote(p) for p in names)
+    if kind == "pip":
+        return (f"python3 -m pip install --no-cache-dir {packages}",)
+    return (
+        "apt-get update",
+        f"DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends {packages}",
+        # the downloaded .debs too: a base without docker-clean (mmdebstrap's, NGC's) keeps them in the layer
+        "apt-get clean",
+        "rm -rf /var/lib/apt/lists/*",
+    )
+
+
 def compile_addon(
     layer: Layer,
     values: Mapping[str, ParamValue],
@@ -128,39 +161,14 @@ def compile_addon(
             continue
         env = [(k, check_env_value(k, expand(v, values, shell=False, where=where), where)) for k, v in tpl.env]
         if tpl.run:
-            for param, selected, unselected in tpl.env_flags:
-                chosen = values.get(param)
-                spec = layer.param(param)
-                if spec is None or spec.type not in ("list", "bool"):
-                    raise where(f"env_flags: '{param}' is not a list or bool parameter")
-                options = spec.choices if spec.type == "list" else ("",)
-                for choice in options:
-                    on = choice in chosen if isinstance(chosen, tuple) else bool(chosen)
-                    pattern = selected if on else unselected
-                    if pattern:
-                        flag = pattern.replace("{CHOICE}", choice.upper())
-                        env.append((flag, check_env_value(flag, "1", where)))
+            env += _env_flags(layer, tpl, values, where)
             commands = tuple(_items(tpl.run, values, where, shell=True))
             if commands:
                 steps.append(Run(commands=commands, env=tuple(env), comment=tpl.comment))
-        elif tpl.apt:
-            names = _items(tpl.apt, values, where, shell=False)
-            if not names:
-                continue
-            packages = " ".join(shlex.quote(p) for p in names)
-            steps.append(Run(commands=(
-                "apt-get update",
-                f"DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends {packages}",
-                # the downloaded .debs too: a base without docker-clean (mmdebstrap's, NGC's) keeps them in the layer
-                "apt-get clean",
-                "rm -rf /var/lib/apt/lists/*",
-            ), comment=tpl.comment))
-        elif tpl.pip:
-            names = _items(tpl.pip, values, where, shell=False)
-            if not names:
-                continue
-            packages = " ".join(shlex.quote(p) for p in names)
-            steps.append(Run(commands=(f"python3 -m pip install --no-cache-dir {packages}",), comment=tpl.comment))
+        elif tpl.apt or tpl.pip:
+            names = _items(tpl.apt or tpl.pip, values, where, shell=False)
+            if names:
+                steps.append(Run(commands=_installs("apt" if tpl.apt else "pip", names), comment=tpl.comment))
         elif tpl.copy:
             copies = _copies(tpl, values, where, origins=origins, recipe_root=recipe_root, first=copy_index + 1)
             copy_index += len(copies)

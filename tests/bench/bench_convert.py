@@ -183,7 +183,6 @@ def _raw_and_anchors(archive: Path, work: Path, big_ref: str) -> list[BenchResul
         seconds, sif_size = ckit("sif", n)
         runs["sif"].append(seconds)
     best = {k: min(v) for k, v in runs.items()}
-    sqsh_s, sif_s = best["sqsh"], best["sif"]
     apptainer_s, apptainer_size = mksquashfs("-comp", "gzip")
     enroot_s, enroot_size = mksquashfs("-comp", "lzo", "-noD", "-all-root")
     # image in, file out: the anchors unpack the layers into a directory first (umoci is the unpacker apptainer
@@ -196,7 +195,18 @@ def _raw_and_anchors(archive: Path, work: Path, big_ref: str) -> list[BenchResul
                          for n in range(2)) for target in ("sif", "sqsh")}
     daemon = convert(f"docker-daemon:{big_ref}", "sqsh", store=Store(work / "store-daemon"))
     shutil.rmtree(rootfs)
-    size = f"big image, {mb:.0f} MB of files"
+    return _anchor_results(best, f"big image, {mb:.0f} MB of files", sizes={"sqsh": sqsh_size, "sif": sif_size,
+                           "apptainer": apptainer_size, "enroot": enroot_size},
+                           anchors={"apptainer": apptainer_s, "enroot": enroot_s, "unpack": unpack_s}, oci_s=oci_s,
+                           daemon_s=daemon.seconds)
+
+
+def _anchor_results(best: dict[str, float], size: str, *, sizes: dict[str, int], anchors: dict[str, float],
+                    oci_s: dict[str, float], daemon_s: float) -> list[BenchResult]:
+    """The ratios of :func:`_raw_and_anchors`' measurements."""
+    sqsh_s, sif_s = best["sqsh"], best["sif"]
+    apptainer_s, enroot_s, unpack_s = anchors["apptainer"], anchors["enroot"], anchors["unpack"]
+    sqsh_size, sif_size, apptainer_size, enroot_size = sizes["sqsh"], sizes["sif"], sizes["apptainer"], sizes["enroot"]
     return [
         *(BenchResult(f"ckit sqsh zstd:{level} / raw mksquashfs zstd:{level} (time)",
                       best[f"ckit-{level}"] / best[f"mksquashfs-{level}"], target="<= 1.2",
@@ -221,7 +231,7 @@ def _raw_and_anchors(archive: Path, work: Path, big_ref: str) -> list[BenchResul
                                           f"ckit {oci_s['sqsh']:.2f} s"),
         BenchResult("ckit sqsh / enroot anchor (size)", sqsh_size / enroot_size, target="<= 1.25",
                     detail=f"{sqsh_size / 1e6:.1f} MB vs {enroot_size / 1e6:.1f} MB (lzo -noD leaves data raw)"),
-        BenchResult("ckit sqsh from docker-daemon (layers read from podman's storage)", daemon.seconds, unit="s",
+        BenchResult("ckit sqsh from docker-daemon (layers read from podman's storage)", daemon_s, unit="s",
                     detail=f"vs {sqsh_s:.2f} s from a docker-archive on disk"),
     ]
 

@@ -51,3 +51,20 @@ def test_squashfs_compressor_ids_are_one_map_and_its_inverse() -> None:
 
 def test_build_targets_are_the_image_and_the_conversion_targets() -> None:
     assert build.TARGETS == ("image", *convert.TARGETS) == ("image", "sif", "sqsh")
+
+
+def test_modules_and_functions_stay_short() -> None:
+    """The house's sizes: a module at most 400 lines, a function's body at most 60 (a typer command's
+    signature is its flags' declarations, so the body is what counts), in the package and in its tests."""
+    roots = (SOURCE, Path(__file__).parents[1])
+    long_modules, long_functions = [], []
+    for path in sorted(p for root in roots for p in root.rglob("*.py")):
+        text = path.read_text()
+        if text.count("\n") > 400:
+            long_modules.append(f"{path.name}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.body[0].lineno + 1
+                if length > 60:
+                    long_functions.append(f"{path.name}:{node.lineno} {node.name}: {length} lines")
+    assert not long_modules and not long_functions, long_modules + long_functions
