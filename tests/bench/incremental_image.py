@@ -45,8 +45,9 @@ def rootfs() -> Path:
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
             print(f"building the bench root with mmdebstrap into {path} (a few minutes, once)", file=sys.stderr)
-            sh("mmdebstrap", "--variant=minbase", "--mode=root", "--quiet", f"--include={PACKAGES}", "bookworm",
-               str(tmp), MIRROR, timeout=3600)
+            # --format: mmdebstrap picks the format from the name, and the temporary name does not end in .tar
+            sh("mmdebstrap", "--variant=minbase", "--mode=root", "--format=tar", "--quiet", f"--include={PACKAGES}",
+               "bookworm", str(tmp), MIRROR, timeout=3600)
             tmp.replace(path)
         finally:
             tmp.unlink(missing_ok=True)
