@@ -80,7 +80,8 @@ STEP = {
                 "properties": {"selected": {"type": "string"}, "unselected": {"type": "string"}},
             },
         },
-        "apt": {**_string_list, "description": "Debian/Ubuntu packages installed with apt-get (lists cleaned)."},
+        "apt": {**_string_list, "description": "Debian/Ubuntu packages installed with apt-get (downloaded packages "
+                                               "and lists cleaned)."},
         "pip": {**_string_list, "description": "Python packages installed with pip (no cache)."},
         "env_from": {"type": "string", "description": "A list parameter of NAME=VALUE items: variables for the "
                                                      "following steps and at run time."},

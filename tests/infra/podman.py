@@ -11,6 +11,10 @@ from .daemon import Component, ComponentError, adopt, run, spawn, stop_pid, wait
 
 # Host nofile hard limit is 20000 and root lacks CAP_SYS_RESOURCE: podman's default ulimits make runc fail.
 # crun refuses hybrid cgroups; there is no systemd.
+# Staging (image_copy_tmp_dir, and the service's TMPDIR: build contexts, layer diffs) is a tmpfs: committing a
+# build step stages its layer twice before storing it (4.4 GB of /var/tmp for the 1.5 GB layer of the framework
+# test image), and the test machines have more memory than free disk.
+STAGING_SIZE = "12g"
 CONTAINERS_CONF = """\
 [containers]
 default_ulimits = ["nofile=4096:4096", "nproc=4096:4096"]
@@ -20,6 +24,7 @@ runtime = "runc"
 cgroup_manager = "cgroupfs"
 events_logger = "file"
 tmp_dir = "{tmp}"
+image_copy_tmp_dir = "{staging}"
 
 [network]
 network_config_dir = "{cni}"
@@ -106,6 +111,10 @@ class PodmanService(Component):
         return self.home / "service.log"
 
     @property
+    def staging(self) -> Path:
+        return self.home / "staging"
+
+    @property
     def docker_host(self) -> str:
         return f"unix://{self.socket}"
 
@@ -122,7 +131,8 @@ class PodmanService(Component):
         home = self.home
         for sub in ("tmp", "cni", "storage", "runroot"):
             (home / sub).mkdir(parents=True, exist_ok=True)
-        (home / "containers.conf").write_text(CONTAINERS_CONF.format(tmp=home / "tmp", cni=home / "cni"))
+        (home / "containers.conf").write_text(CONTAINERS_CONF.format(tmp=home / "tmp", cni=home / "cni",
+                                                                     staging=self.staging))
         (home / "storage.conf").write_text(
             STORAGE_CONF.format(graphroot=home / "storage", runroot=home / "runroot")
         )
@@ -130,6 +140,13 @@ class PodmanService(Component):
         auth = home / "auth.json"
         if not auth.is_file():
             auth.write_text("{}\n")
+
+    def mount_staging(self) -> None:
+        """A tmpfs for podman's staging, unless one is mounted there already (unmounted with the store)."""
+        self.staging.mkdir(parents=True, exist_ok=True)
+        if not any(line.split()[4] == str(self.staging)
+                   for line in Path("/proc/self/mountinfo").read_text().splitlines()):
+            run(["mount", "-t", "tmpfs", "-o", f"size={STAGING_SIZE},mode=1777", "tmpfs", str(self.staging)])
 
     def ping(self) -> bool:
         try:
@@ -149,11 +166,12 @@ class PodmanService(Component):
 
     def _start(self) -> None:
         self.write_config()
+        self.mount_staging()
         self.socket.unlink(missing_ok=True)
         pid = spawn(
             ["podman", "system", "service", "--time=0", self.docker_host],
             log=self.log,
-            env=self.env(),
+            env={**self.env(), "TMPDIR": str(self.staging)},
             pidfile=self.pidfile,
         )
         wait_ready("podman system service", self.ping, log=self.log, pid=pid, timeout=30)

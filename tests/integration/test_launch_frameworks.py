@@ -63,14 +63,18 @@ def build(*args: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def torch_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A store of this module's own, removed with it: the torch image's .sqsh is over a GB, and the rest of the
-    run needs that disk more than a cache hit."""
-    folder = tmp_path_factory.mktemp("torch-store")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("CKIT_CACHE_DIR", str(folder))
-        yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+def torch_store() -> Iterator[Path]:
+    """A store of this module's own, in memory (a tmpfs, gone with the module): converting the 3 GB torch image
+    spools its layers there beside the output, and the test machines have more memory than free disk."""
+    folder = Path(tempfile.mkdtemp(prefix="ckit-torch-store-"))
+    run(["mount", "-t", "tmpfs", "-o", "size=10g,mode=700", "tmpfs", str(folder)], timeout=30)
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("CKIT_CACHE_DIR", str(folder))
+            yield folder
+    finally:
+        run(["umount", "--lazy", str(folder)], timeout=30)
+        folder.rmdir()
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +90,8 @@ def torch_image(podman, debian_image, framework_wheels, torch_store) -> Iterator
 
 @pytest.fixture(scope="module")
 def torch_sqsh(torch_image, framework_wheels, charliecloud) -> Iterator[str]:  # type: ignore[no-untyped-def]
-    """The same build as a .sqsh (the image is a cache hit: one conversion), in a folder every user can read."""
+    """The same build as a .sqsh (the image is a cache hit: one conversion), in a folder every user can read, on
+    disk: the nodes' mount namespaces do not see mounts made after they started."""
     folder = Path(tempfile.mkdtemp(prefix="ckit-sqsh-", dir="/tmp"))
     folder.chmod(0o755)
     built = build("--set", f"files.src={framework_wheels.path}", "--to", "sqsh", "-o", str(folder))
