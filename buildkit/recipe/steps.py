@@ -135,7 +135,7 @@ def _installs(kind: str, names: list[str]) -> tuple[str, ...]:
     return (
         "apt-get update",
         f"DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends {packages}",
-        # the downloaded .debs too: a base without docker-clean (mmdebstrap's, NGC's) keeps them in the layer
+        # the downloaded .debs too: a base without docker-clean (one made by mmdebstrap, say) keeps them in the layer
         "apt-get clean",
         "rm -rf /var/lib/apt/lists/*",
     )

@@ -11,9 +11,10 @@ from .daemon import Component, ComponentError, adopt, run, spawn, stop_pid, wait
 
 # Host nofile hard limit is 20000 and root lacks CAP_SYS_RESOURCE: podman's default ulimits make runc fail.
 # crun refuses hybrid cgroups; there is no systemd.
-# Staging (image_copy_tmp_dir, and the service's TMPDIR: build contexts, layer diffs) is a tmpfs: committing a
-# build step stages its layer twice before storing it (4.4 GB of /var/tmp for the 1.5 GB layer of the framework
-# test image), and the test machines have more memory than free disk.
+# Staging (image_copy_tmp_dir, and the service's TMPDIR: build contexts, buildah's layer diffs) is a tmpfs: while a
+# step of the framework test image committed its 1.8 GB layer, /var/tmp held 4.4 GB (the context, the diff, and
+# containers/storage's own copy of the blob, which stays in /var/tmp: podman 4.3 has no setting for it), and the
+# test machines have more memory than free disk.
 STAGING_SIZE = "12g"
 CONTAINERS_CONF = """\
 [containers]

@@ -192,7 +192,7 @@ def test_a_step_kind_a_renderer_does_not_know_fails_instead_of_vanishing(rendere
 
 @pytest.mark.parametrize("renderer", [dockerfile, singularity])
 def test_apt_leaves_no_package_archives_in_the_layer(renderer, tmp_path) -> None:
-    """A base without docker-clean (mmdebstrap's, NGC's) kept every downloaded .deb: 321 MB in the test image."""
+    """A base without docker-clean (mmdebstrap's) kept every downloaded .deb: 321 MB in the test image."""
     (tmp_path / "stacks").mkdir()
     (tmp_path / "stacks" / "a.yaml").write_text(
         "kind: stack\ndescription: a\nextends: demo\naddons: [apt]\nparameters: {apt: {packages: [less]}}\n")
