@@ -6,7 +6,16 @@ needs itself (``tests.infra.components``). ``__main__`` runs them all and prints
 
 from __future__ import annotations
 
+import subprocess
 from dataclasses import dataclass
+from typing import Any
+
+
+def sh(*argv: str, **kw: Any) -> subprocess.CompletedProcess[bytes]:
+    """Run ``argv`` (an argv list, never a shell), output discarded unless ``stdout`` is given; a failure raises
+    with its stderr kept."""
+    kw.setdefault("stdout", subprocess.DEVNULL)
+    return subprocess.run(argv, check=True, stderr=subprocess.PIPE, **kw)  # noqa: S603
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ import docker.errors
 
 from buildkit.image.convert import convert
 from buildkit.store import Store
-from tests.bench import BenchResult
+from tests.bench import BenchResult, sh
 from tests.infra import components
 
 BASE = "localhost/debian:bookworm"
@@ -38,10 +38,6 @@ IMAGES = {
 }
 JOBS = str(os.cpu_count() or 1)
 REPEAT = 3
-
-
-def sh(*argv: str, stdin=None, stdout=subprocess.DEVNULL) -> None:  # type: ignore[no-untyped-def]
-    subprocess.run(argv, check=True, stdin=stdin, stdout=stdout, stderr=subprocess.PIPE)  # noqa: S603
 
 
 def timed(fn) -> float:  # type: ignore[no-untyped-def]

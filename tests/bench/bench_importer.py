@@ -21,7 +21,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tests.bench import BenchResult
+from tests.bench import BenchResult, sh
 from tests.bench.bench_convert import IMAGES, build_image
 from tests.infra import components
 from tests.infra.registry import Registry
@@ -36,10 +36,6 @@ class ImporterRegistry(Registry):
 
     name = "registry-bench-importer"
     port = 5021
-
-
-def sh(*argv: str) -> None:
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # noqa: S603
 
 
 def timed(fn) -> float:  # type: ignore[no-untyped-def]

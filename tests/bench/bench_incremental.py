@@ -1,10 +1,10 @@
 """Reconverting after a change of the top layer; directory lookups in ckit's images; conversion from the engine.
 
-The data (:mod:`.incremental_image`, built once, cached in ``~/.cache/ckit-bench``): a Debian bookworm root made by ``mmdebstrap`` with
-compilers, LLVM, Java, Rust and the Python science stack, split into five layers by path, and PyTorch's CPU
-wheel (``CKIT_BENCH_WHEEL``, default the one in ``/opt/wheels``) unpacked as a sixth: about 3 GB of real files,
-shaped like a deep-learning base image. On top, a layer of 50 MB of real files (``a``), and the same layer with
-every tenth file changed and one added (``b``); an OCI layout with uncompressed layers and two tags.
+The data (:mod:`.incremental_image`, built once, cached in ``~/.cache/ckit-bench``): a Debian bookworm root made
+by ``mmdebstrap`` with compilers, LLVM, Java, Rust and the Python science stack, split into five layers by path,
+and PyTorch's CPU wheel (``CKIT_BENCH_WHEEL``, default the one in ``/opt/wheels``) unpacked as a sixth: about 3 GB
+of real files, shaped like a deep-learning base image. On top, a layer of 50 MB of real files (``a``), and the
+same layer with every tenth file changed and one added (``b``); an OCI layout with uncompressed layers and two tags.
 
 1. Reconversion: convert ``a``, then time ``b`` in the same store, against a cold conversion of ``b``; the two
    outputs must be byte-identical (``SOURCE_DATE_EPOCH`` is set). The same from a registry of the benchmark's own
@@ -42,8 +42,8 @@ from buildkit.image.convert import convert
 from buildkit.image.flatten import as_layer_tars, flatten
 from buildkit.image.squashfs_writer import write
 from buildkit.store import Store
-from tests.bench import BenchResult
-from tests.bench.incremental_image import EPOCH, NOT_IN_PYTHON_TREE, layout, rootfs, sh
+from tests.bench import BenchResult, sh
+from tests.bench.incremental_image import EPOCH, NOT_IN_PYTHON_TREE, layout, rootfs
 from tests.infra import components
 from tests.infra.registry import Registry
 

@@ -23,8 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.bench import BenchResult
-from tests.bench.bench_convert import ckit_cli, peak_rss_mb, sh
+from tests.bench import BenchResult, sh
+from tests.bench.bench_convert import ckit_cli, peak_rss_mb
 from tests.infra import components
 from tests.infra.registry import Registry
 

@@ -9,10 +9,11 @@ import io
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tarfile
 from pathlib import Path
+
+from tests.bench import sh
 
 CACHE = Path(os.environ.get("CKIT_BENCH_CACHE", Path.home() / ".cache" / "ckit-bench"))
 MIRROR = os.environ.get("CKIT_DEBIAN_MIRROR", "http://deb.debian.org/debian")
@@ -30,10 +31,6 @@ SITE = "usr/local/lib/python3.11/dist-packages/"
 TOP_FROM, TOP_SIZE = "usr/lib/python3/dist-packages/", 50 << 20
 NOT_IN_PYTHON_TREE = LAYERS[1] + LAYERS[3]
 EPOCH = "1700000000"
-
-
-def sh(*argv: str, **kw) -> subprocess.CompletedProcess[bytes]:  # type: ignore[no-untyped-def]
-    return subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)  # noqa: S603
 
 
 def rootfs() -> Path:

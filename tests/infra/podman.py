@@ -145,8 +145,7 @@ class PodmanService(Component):
     def mount_staging(self) -> None:
         """A tmpfs for podman's staging, unless one is mounted there already (unmounted with the store)."""
         self.staging.mkdir(parents=True, exist_ok=True)
-        if not any(line.split()[4] == str(self.staging)
-                   for line in Path("/proc/self/mountinfo").read_text().splitlines()):
+        if str(self.staging) not in mountpoints():
             run(["mount", "-t", "tmpfs", "-o", f"size={STAGING_SIZE},mode=1777", "tmpfs", str(self.staging)])
 
     def ping(self) -> bool:
@@ -190,6 +189,10 @@ class PodmanService(Component):
 def unmount_under(root: Path) -> None:
     """Unmount what podman left mounted in its store (overlay, shm), deepest first, so ``rm -rf RUN`` works."""
     prefix = f"{root}/"
-    mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
-    for mountpoint in sorted((m for m in mounts if m.startswith(prefix)), key=len, reverse=True):
+    for mountpoint in sorted((m for m in mountpoints() if m.startswith(prefix)), key=len, reverse=True):
         run(["umount", "--lazy", mountpoint])
+
+
+def mountpoints() -> list[str]:
+    """Where something is mounted, as this process sees it."""
+    return [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
