@@ -7,6 +7,7 @@ import gzip
 import hashlib
 import io
 import os
+import resource
 import subprocess
 import tarfile
 from pathlib import Path
@@ -191,6 +192,22 @@ def test_compressed_layers_are_spooled_and_verified(tmp_path: Path) -> None:
         assert layer.path.read_bytes()[: layer.size] == plain
         with pytest.raises(IntegrityError, match="does not match its digest"):
             prepare(LayerBlob(blob_path, 6, len(packed), "bad", digest="sha256:" + "0" * 64), tmp_path, 2)
+
+
+def test_a_layer_is_verified_in_place_through_one_buffer(tmp_path: Path) -> None:
+    """Hashing an uncompressed layer where it lies reads it into one reused buffer. A fresh megabyte per read
+    made the kernel fault in every page of every read (620,000 faults, 2.7 s for a 1.3 GB layer, against 1.0 s):
+    counted here, not timed. Before, this 64 MiB layer took about 16,000 faults per buffer copy."""
+    data = os.urandom(1 << 20) * 64
+    path = tmp_path / "big.tar"
+    path.write_bytes(b"HEAD" + data)
+    blob = LayerBlob(path, 4, len(data), "big layer", diff_id="sha256:" + hashlib.sha256(data).hexdigest())
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    layer = prepare(blob, tmp_path, 1)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before < 2000
+    assert (layer.path, layer.offset, layer.size) == (path, 4, len(data))
+    with pytest.raises(IntegrityError, match="does not match its diff_id"):
+        prepare(LayerBlob(path, 4, len(data) - 1, "short", diff_id=blob.diff_id), tmp_path, 2)
 
 
 def test_progress_reports_every_byte_in_few_updates(tmp_path: Path) -> None:
