@@ -6,7 +6,10 @@ with the squashfs writer waiting behind it. A :class:`HeaderScan` follows the sp
 :meth:`.precompress.Growing.pread`, as the precompressor does) with the one tar reader (:func:`.tarscan.scan`)
 and keeps the members, column by column as a layer's record keeps them (:class:`.squashfs_reuse.Columns`: a
 few dozen bytes per member, where a list of members would hold a few hundred until its layer's turn to merge);
-the merge, in layer order, then only applies them, and the record is those columns.
+the merge, in layer order, then only applies them, and the record is those columns. The layer's precompressor
+takes its files from the same scan as their headers are read (:meth:`HeaderScan.files`): the headers of a layer
+are read once while it arrives, where two readers each read them (0.5 CPU s of Python for a 1.3 GB layer, taken
+from the decompression's GIL).
 
 Nothing here counts before the layer's digest has matched: the members are taken (:meth:`HeaderScan.members`)
 only after :func:`.layerfile.prepare` has verified the layer, and only when the tar it gave is the spool that was
@@ -25,17 +28,23 @@ from pathlib import Path
 from .layerfile import LayerTar
 from .precompress import END, Abandoned, Growing
 from .squashfs_reuse import COUNTS, Columns
-from .tarscan import Member, scan
+from .tarscan import DATA_TYPES, Member, scan
 
 log = logging.getLogger("ckit.convert")
 
+DATA_CODES = frozenset(t[0] for t in DATA_TYPES)  # tar type flags of regular files, as bytes items
+
 
 class HeaderScan:
-    """Follows one layer's spool on a thread of its own, keeping every member its headers describe."""
+    """Follows one layer's spool on a thread of its own, keeping every member its headers describe; the layer's
+    :class:`.precompress.Precompressor` takes its files from here (:meth:`files`), so the headers are read once."""
 
     def __init__(self, spool: Path, growing: Growing, what: str) -> None:
         self.spool, self.growing, self.what = spool, growing, what
         self._columns: Columns | None = None  # set once every header was read
+        self._live = Columns()  # filled as the headers are read; its first ``_shown`` members are complete
+        self._shown, self._ended, self._waiting = 0, False, False
+        self._cond = threading.Condition()
         self._thread = threading.Thread(target=self._run, name=f"headers-{spool.stem}", daemon=True)
         self._thread.start()
 
@@ -48,8 +57,35 @@ class HeaderScan:
         columns, self._columns = self._columns, None  # handed over once
         return columns
 
+    def files(self) -> Iterator[tuple[int, int]]:
+        """(offset, size) of each regular file with data, in tar order, as its header is read; the end comes
+        with the scan's (also when it failed or was stopped: what follows is then the writer's to do)."""
+        live, done = self._live, 0
+        types, sizes, offsets = live.types, live.counts["size"], live.counts["offset"]
+        while True:
+            with self._cond:
+                self._waiting = True  # set before the count is read: see _show
+                while self._shown <= done and not self._ended:
+                    self._cond.wait()
+                self._waiting = False
+                shown, ended = self._shown, self._ended
+            for i in range(done, shown):
+                if types[i] in DATA_CODES and sizes[i]:
+                    yield offsets[i], sizes[i]
+            done = shown
+            if ended and done >= self._shown:
+                return
+
+    def _show(self) -> None:
+        """One more member is complete. The lock is taken only when a reader waits: it says so before it
+        reads the count, and this reads its flag after raising the count, so no wake-up is missed."""
+        self._shown += 1
+        if self._waiting:
+            with self._cond:
+                self._cond.notify_all()
+
     def _run(self) -> None:
-        columns = Columns()
+        columns, complete = self._live, False
         try:
             self.growing.wait(1)  # the spool exists once its first bytes are written (or the stream ended)
             with open(self.spool, "rb", buffering=0) as src:
@@ -57,12 +93,19 @@ class HeaderScan:
                     if member.sparse:
                         return  # the columns cannot say so: the complete spool's headers are read, and refused
                     columns.append(member)
+                    self._show()
+            complete = True
         except Abandoned:
             return
         except Exception as err:  # noqa: BLE001 - whatever it is, reading the complete spool reports it properly
             log.debug("%s: headers not read while streaming: %s", self.what, err)
             return
-        self._columns = columns
+        finally:
+            if complete:
+                self._columns = columns
+            with self._cond:
+                self._ended = True
+                self._cond.notify_all()
 
 
 def members(columns: Columns) -> Iterator[Member]:

@@ -2,10 +2,11 @@
 
 A layer read from a registry is decompressed into its spool file as it downloads (:mod:`.layerfile`); the
 squashfs writer can only start once every layer's headers are known (which files survive decides what goes
-where). Meanwhile a :class:`Precompressor` follows the spool as it grows: it scans its tar headers with the one
-tar reader (:func:`.tarscan.scan`, reading through :meth:`Growing.pread`, which waits for bytes not written
-yet) and compresses each file of a block or more, block by block, exactly as the writer would (the same
-:class:`.squashfs_blocks.Run` job and compressor), into a scratch file next to the spool.
+where). Meanwhile a :class:`Precompressor` follows the spool as it grows: it takes the layer's files from the
+layer's header scan (:class:`.headerscan.HeaderScan`, which reads the headers through :meth:`Growing.pread`, waiting
+for bytes not written yet; one reading of the headers serves both) and compresses each file of a block or more,
+block by block, exactly as the writer would (the same :class:`.squashfs_blocks.Run` job and compressor), into a
+scratch file next to the spool.
 
 The result is a :class:`.squashfs_copy.Segment` of that scratch file, handed to the writer like a segment of an
 earlier image (:mod:`.squashfs_copy`): a surviving file found there is copied, CRC-checked, instead of
@@ -28,7 +29,6 @@ from .cpushare import CpuShare
 from .squashfs_blocks import BLOCK_SIZE, CopyRange, Fragment, Output, Packed, Run, crc32
 from .squashfs_copy import Segment
 from .squashfs_data import RUN_BLOCKS, packed_groups
-from .tarscan import scan
 
 log = logging.getLogger("ckit.convert")
 
@@ -78,8 +78,8 @@ class Precompressor:
     """Follows one layer's spool on a thread of its own; :meth:`result` stops it and gives what it made."""
 
     def __init__(self, spool: Path, growing: Growing, make: Callable[[], Callable[[bytes], bytes]],
-                 what: str, share: CpuShare | None = None) -> None:
-        self.spool, self.growing, self.make, self.what = spool, growing, make, what
+                 what: str, files: Callable[[], Iterator[tuple[int, int]]], share: CpuShare | None = None) -> None:
+        self.spool, self.growing, self.make, self.what, self.files = spool, growing, make, what, files
         self.share = share
         self.path = spool.with_suffix(".pre")
         self.segment = Segment()
@@ -115,12 +115,10 @@ class Precompressor:
 
         def smalls() -> Iterator[tuple[int, int]]:
             nonlocal stopped
-            for member in scan(src, 0, END, self.what, pread=self.growing.pread):
-                if not member.isreg() or member.size == 0 or member.sparse:
-                    continue
-                if member.size < BLOCK_SIZE:
-                    yield member.offset_data, member.size
-                elif not self._file(fd, out, compress, member.offset_data, member.size):
+            for offset, size in self.files():
+                if size < BLOCK_SIZE:
+                    yield offset, size
+                elif not self._file(fd, out, compress, offset, size):
                     stopped = True
                     return
 

@@ -80,11 +80,11 @@ class _Layers:
             if blob.chunks is not None and (make is not None or scan):
                 growing = Growing()  # a registry's or an engine's layer: followed while it arrives
                 spool = spool_path(self.work, number + 1)
+                headers = HeaderScan(spool, growing, blob.what)  # its headers read (for its files too)
                 with self._lock:
+                    self._scans[number] = headers  # stopped by precompressed() when not taken
                     if make is not None:  # its large files compressed
-                        self._pre[number] = Precompressor(spool, growing, make, blob.what, share)
-                    if scan:  # its headers read
-                        self._scans[number] = HeaderScan(spool, growing, blob.what)
+                        self._pre[number] = Precompressor(spool, growing, make, blob.what, headers.files, share)
             tar = prepare(blob, self.work, number + 1, self.progress, growing,
                           Sharing(share, critical) if share is not None else None)
             with self._lock:

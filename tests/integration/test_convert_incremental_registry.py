@@ -119,9 +119,9 @@ def test_an_earlier_output_found_damaged_while_copied_means_downloading(pushed: 
     followed: list[str] = []
     real = produce_mod.Precompressor
 
-    def counting(spool, growing, make, what, share=None):  # type: ignore[no-untyped-def]
+    def counting(spool, growing, make, what, files, share=None):  # type: ignore[no-untyped-def]
         followed.append(what)
-        return real(spool, growing, make, what, share)
+        return real(spool, growing, make, what, files, share)
 
     monkeypatch.setattr(produce_mod, "Precompressor", counting)
     store = Store(tmp_path / "store")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from buildkit.image import tarscan
 from tests.integration.hostile_images import entry, oci_layout, tar_bytes
 from tests.integration.test_streamed_pull import PIECE, HostileServer, Registry, listing
 
@@ -33,6 +34,19 @@ def push(registry, tmp_path: Path, layers: list[bytes]) -> str:  # type: ignore[
     subprocess.run(["skopeo", "copy", "--dest-tls-verify=false", oci_layout(tmp_path / "layout", layers),  # noqa: S607
                     f"docker://{ref}"], check=True, capture_output=True)
     return ref
+
+
+def count_headers(monkeypatch) -> list[bytes]:  # type: ignore[no-untyped-def]
+    """Every tar header read (its checksum checked), by any reader of the process."""
+    seen: list[bytes] = []
+    real = tarscan._checksum_ok
+
+    def counted(buf: bytes) -> bool:
+        seen.append(bytes(buf[:100]))
+        return real(buf)
+
+    monkeypatch.setattr(tarscan, "_checksum_ok", counted)
+    return seen
 
 
 def test_layers_indexed_while_they_arrive_merge_in_layer_order(registry, tmp_path: Path,  # type: ignore[no-untyped-def]
@@ -72,8 +86,16 @@ def test_layers_indexed_while_they_arrive_merge_in_layer_order(registry, tmp_pat
     monkeypatch.setattr(flatten.Tree, "add_layer", counted)
     monkeypatch.setattr(flatten, "scan", lambda f, start, end, what, **kw: rescans.append(what) or scan(f, start, end,
                                                                                                         what, **kw))
+    headers = count_headers(monkeypatch)
     fast = convert(f"docker://{ref}", "sqsh", store=Store(tmp_path / "a"), registry=reader())
     assert streamed == [True, True, True] and rescans == []
+    read_once = len(headers)
+    headers.clear()
+    for n, layer in enumerate((LOWER, MIDDLE, UPPER)):
+        (tmp_path / f"l{n}.tar").write_bytes(tar_bytes(layer))
+        with (tmp_path / f"l{n}.tar").open("rb") as f:
+            list(tarscan.scan(f, 0, len(tar_bytes(layer)), "layer"))
+    assert read_once == len(headers)  # the precompressors take their files from the one reading of the headers
     monkeypatch.setattr(HeaderScan, "columns", lambda self, tar: None)  # every spool's headers read once complete
     streamed.clear()
     whole = convert(f"docker://{ref}", "sqsh", store=Store(tmp_path / "b"), registry=reader())

@@ -181,3 +181,29 @@ def test_a_stream_that_fails_before_it_begins_leaves_no_scan_waiting(tmp_path: P
     assert layers.precompressed() == {}
     scan._thread.join(30)  # noqa: SLF001
     assert not scan._thread.is_alive()  # noqa: SLF001
+
+
+def test_the_files_are_given_as_their_headers_are_read_and_end_with_the_scan(tmp_path: Path) -> None:
+    """The precompressor's files come from the one reading of the headers: regular files with data, in tar
+    order, each as soon as its header is read (while the spool still grows), the last when the scan ends."""
+    data, spool, growing = layer_tar(), tmp_path / "layer-1.tar", Growing()
+    scanner = HeaderScan(spool, growing, "layer 1")
+    got: list[tuple[int, int]] = []
+    reader = threading.Thread(target=lambda: got.extend(scanner.files()))
+    reader.start()
+    stream(data, spool, growing, step=1000)
+    reader.join(30)
+    assert not reader.is_alive()
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        assert got == [(m.offset_data, m.size) for m in tar if m.isreg() and m.size]
+    assert len(got) == 39  # file-0 is empty, the symlink has no data
+
+
+def test_the_files_end_when_the_stream_is_stopped(tmp_path: Path) -> None:
+    spool, growing = tmp_path / "layer-1.tar", Growing()
+    scanner = HeaderScan(spool, growing, "layer 1")
+    reader = threading.Thread(target=lambda: list(scanner.files()))
+    reader.start()
+    growing.stop()  # nothing arrived: the writer starts and does the rest itself
+    reader.join(30)
+    assert not reader.is_alive()

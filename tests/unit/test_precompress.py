@@ -7,8 +7,10 @@ import os
 import tarfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+from buildkit.image.headerscan import HeaderScan
 from buildkit.image.precompress import Growing, Precompressor
 from buildkit.image.squashfs_blocks import BLOCK_SIZE, Run, crc32
 from buildkit.image.squashfs_writer import compressor
@@ -23,6 +25,11 @@ def layer_tar() -> bytes:
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     return out.getvalue()
+
+
+def follow(spool: Path, growing: Growing, make: Callable[[], Callable[[bytes], bytes]]) -> Precompressor:
+    """A precompressor fed, as in a conversion, by the layer's header scan."""
+    return Precompressor(spool, growing, make, "layer 1", HeaderScan(spool, growing, "layer 1").files)
 
 
 def stream(data: bytes, spool: Path, growing: Growing, ok: bool) -> threading.Thread:
@@ -42,7 +49,7 @@ def stream(data: bytes, spool: Path, growing: Growing, ok: bool) -> threading.Th
 def test_the_large_files_of_a_growing_spool_are_compressed_as_the_writer_would(tmp_path: Path) -> None:
     data, spool, growing = layer_tar(), tmp_path / "layer-1.tar", Growing()
     make = compressor("zstd", 3)
-    pre = Precompressor(spool, growing, make, "layer 1")
+    pre = follow(spool, growing, make)
     stream(data, spool, growing, ok=True).join()
     pre._thread.join(30)  # the stream has ended: the precompressor finishes on its own  # noqa: SLF001
     path, segment = pre.result()  # type: ignore[misc]
@@ -63,14 +70,14 @@ def test_the_large_files_of_a_growing_spool_are_compressed_as_the_writer_would(t
 
 def test_a_failed_stream_gives_nothing(tmp_path: Path) -> None:
     spool, growing = tmp_path / "layer-1.tar", Growing()
-    pre = Precompressor(spool, growing, compressor("zstd", 3), "layer 1")
+    pre = follow(spool, growing, compressor("zstd", 3))
     stream(layer_tar(), spool, growing, ok=False).join()
     assert pre.result() is None
 
 
 def test_stopping_a_precompressor_that_waits_for_bytes_returns_at_once(tmp_path: Path) -> None:
     spool, growing = tmp_path / "layer-1.tar", Growing()
-    pre = Precompressor(spool, growing, compressor("zstd", 3), "layer 1")
+    pre = follow(spool, growing, compressor("zstd", 3))
     began = time.monotonic()
     assert pre.result() is None  # nothing arrived yet
     assert time.monotonic() - began < 5
@@ -93,7 +100,7 @@ def test_small_files_are_packed_into_the_writers_fragment_groups(tmp_path: Path)
             tar.addfile(info, io.BytesIO(os.urandom(size // 2) + bytes(size - size // 2)))
     data, spool, growing = out.getvalue(), tmp_path / "layer-1.tar", Growing()
     make = compressor("zstd", 3)
-    pre = Precompressor(spool, growing, make, "layer 1")
+    pre = follow(spool, growing, make)
     stream(data, spool, growing, ok=True).join()
     pre._thread.join(30)  # noqa: SLF001
     path, segment = pre.result()  # type: ignore[misc]
