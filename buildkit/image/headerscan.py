@@ -26,12 +26,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .layerfile import LayerTar
-from .precompress import END, Abandoned, Growing
+from .precompress import Abandoned, Growing
 from .squashfs_reuse import COUNTS, Columns
 from .tarscan import DATA_TYPES, Member, scan
 
 log = logging.getLogger("ckit.convert")
 
+END = 1 << 62  # "until the stream ends": the scan's end when the spool's size is not known yet
 DATA_CODES = frozenset(t[0] for t in DATA_TYPES)  # tar type flags of regular files, as bytes items
 
 
@@ -42,10 +43,12 @@ class HeaderScan:
     def __init__(self, spool: Path, growing: Growing, what: str) -> None:
         self.spool, self.growing, self.what = spool, growing, what
         self._columns: Columns | None = None  # set once every header was read
-        self._live = Columns()  # filled as the headers are read; its first ``_shown`` members are complete
+        live = Columns()  # filled as the headers are read; its first ``_shown`` members are complete
+        # what files() reads of it: not the names, which go with the columns once the merge has taken them
+        self._feed = (live.types, live.counts["size"], live.counts["offset"])
         self._shown, self._ended, self._waiting = 0, False, False
         self._cond = threading.Condition()
-        self._thread = threading.Thread(target=self._run, name=f"headers-{spool.stem}", daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(live,), name=f"headers-{spool.stem}", daemon=True)
         self._thread.start()
 
     def columns(self, tar: LayerTar) -> Columns | None:
@@ -58,10 +61,10 @@ class HeaderScan:
         return columns
 
     def files(self) -> Iterator[tuple[int, int]]:
-        """(offset, size) of each regular file with data, in tar order, as its header is read; the end comes
-        with the scan's (also when it failed or was stopped: what follows is then the writer's to do)."""
-        live, done = self._live, 0
-        types, sizes, offsets = live.types, live.counts["size"], live.counts["offset"]
+        """(offset, size) of each regular file with data, in tar order, as its header is read (for one reader,
+        the layer's precompressor); the end comes with the scan's (also when it failed or was stopped: what
+        follows is then the writer's to do)."""
+        (types, sizes, offsets), done = self._feed, 0
         while True:
             with self._cond:
                 self._waiting = True  # set before the count is read: see _show
@@ -84,8 +87,8 @@ class HeaderScan:
             with self._cond:
                 self._cond.notify_all()
 
-    def _run(self) -> None:
-        columns, complete = self._live, False
+    def _run(self, columns: Columns) -> None:
+        complete = False
         try:
             self.growing.wait(1)  # the spool exists once its first bytes are written (or the stream ended)
             with open(self.spool, "rb", buffering=0) as src:

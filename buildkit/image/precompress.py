@@ -32,8 +32,6 @@ from .squashfs_data import RUN_BLOCKS, packed_groups
 
 log = logging.getLogger("ckit.convert")
 
-END = 1 << 62  # "until the stream ends": the scan's end when the spool's size is not known yet
-
 
 class Abandoned(Exception):  # noqa: N818 - a signal between threads, never shown to the user
     """The stream failed or the precompressor was stopped."""

@@ -103,7 +103,7 @@ class _Layers:
         data of one it skipped) gets none: the writer waits for it and compresses it itself. Header scans not
         taken (the reading failed) stop too: a stream that failed before it began never says it ended."""
         with self._lock:
-            pres, self.make = dict(self._pre), None
+            pres, self._pre, self.make = self._pre, {}, None  # let go: each holds its layer's header columns
             scans, self._scans = list(self._scans.values()), {}
         for scan in scans:
             scan.growing.stop()
