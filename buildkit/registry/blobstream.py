@@ -8,7 +8,8 @@ When that first piece came faster than gzip can consume it (:data:`FAST`), the r
 (more requests would only cost); else it is fetched as pieces, :data:`STREAMS` requests in flight, handed out
 in order.
 
-Memory stays bounded: a blob holds at most :data:`STREAMS` + 1 pieces, and all downloads together :data:`HELD`.
+Memory stays bounded: a blob holds at most :data:`STREAMS` + 1 pieces, and all downloads through one client
+together ``HELD_PIECES`` (the client's ``pieces``: a conversion reads its layers through one client).
 A piece whose answer breaks off is asked for again (up to ``CKIT_HTTP_RETRIES`` times). Nothing here verifies
 the digest: the caller hashes the bytes in order (:mod:`buildkit.image.layerfile`) and nothing counts until
 they match.
@@ -38,8 +39,6 @@ log = logging.getLogger("ckit.registry")
 
 STREAMS = 3  # range requests of one blob in flight
 FAST = 200 << 20  # bytes/s: a first piece that came this fast says one stream is enough (gzip reads ~250 MB/s)
-HELD = 8  # pieces held by all downloads of the process together (fetched, or in flight)
-_held = threading.BoundedSemaphore(HELD)
 READ = 1 << 20
 CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 
@@ -158,25 +157,26 @@ class _Fetch:
 
     def pieces(self, begin: int, piece: int) -> Iterator[bytes]:
         """The blob as pieces fetched :data:`STREAMS` at a time, yielded in order. Every piece takes one of the
-        process's :data:`HELD` places until it is handed out, so several layers downloading at once hold at most
-        HELD pieces together. A download waits for a place only while it holds none: one that holds some always
-        gets its oldest piece back and frees its place, so the downloads never wait on each other in a circle."""
-        starts = collections.deque(range(begin, self.size, piece))
+        client's places (``pieces``) until it is handed out, so several layers downloading at once hold at most
+        that many pieces together. A download waits for a place only while it holds none: one that holds some
+        always gets its oldest piece back and frees its place, so the downloads never wait on each other in a
+        circle."""
+        starts, held = collections.deque(range(begin, self.size, piece)), self.client.pieces
         pool = ThreadPoolExecutor(max_workers=STREAMS, thread_name_prefix="pull-range")
         pending: collections.deque[Future[list[bytes]]] = collections.deque()
         try:
             while pending or starts:
-                while starts and len(pending) <= STREAMS and _held.acquire(blocking=not pending):
+                while starts and len(pending) <= STREAMS and held.acquire(blocking=not pending):
                     start = starts.popleft()
                     pending.append(pool.submit(self.piece, start, min(piece, self.size - start)))
                 try:
                     data = pending.popleft().result()
                 finally:
-                    _held.release()
+                    held.release()
                 yield from _handed(data)
         finally:
             self.stop.set()  # the consumer stopped or failed: running fetches end at their next read
             for future in pending:
                 future.cancel()
-                _held.release()
+                held.release()
             pool.shutdown(wait=True, cancel_futures=True)

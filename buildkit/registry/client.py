@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
 MANIFEST_TYPES = (OCI_MANIFEST, OCI_INDEX, DOCKER_MANIFEST, DOCKER_LIST)
 ACCEPT_ALL = ", ".join(MANIFEST_TYPES)
 CHUNK_SIZE = 64 << 20
+HELD_PIECES = 8  # blob pieces held by the downloads through one client together (fetched, or in flight)
 AUTO: Any = object()  # "find credentials the docker way"
 
 Progress = Callable[[int], None]
@@ -97,6 +99,8 @@ class RegistryClient:
             credentials = auth_mod.resolve(host)
         self.auth = Authenticator(host, self.session, credentials, verify=self.verify, insecure=insecure)
         self._base: str | None = None
+        # the blob pieces all downloads through this client hold together (see :mod:`.blobstream`)
+        self.pieces = threading.BoundedSemaphore(HELD_PIECES)
         if insecure:
             urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
 

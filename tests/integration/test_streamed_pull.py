@@ -151,6 +151,53 @@ def test_a_fast_registry_is_read_as_two_ranged_streams(tmp_path: Path, monkeypat
     assert " 327680 " in listing(result.path)
 
 
+def test_downloads_through_one_client_share_its_places(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Two blobs fetched in pieces at once through one client hold no more pieces together than the client's
+    places (two here), and both arrive whole: the bound belongs to the client, not to the process."""
+    import threading
+
+    from buildkit.registry import blobstream
+    from buildkit.registry.client import RegistryClient
+
+    monkeypatch.setattr(blobstream, "FAST", float("inf"))  # pieces, whatever the speed
+    monkeypatch.setenv("CKIT_PULL_PIECE", str(PIECE))
+    registry, held, most = Registry(slow=False), [0], [0]
+
+    class Counted:
+        def __init__(self) -> None:
+            self._places, self._lock = threading.BoundedSemaphore(2), threading.Lock()
+
+        def acquire(self, blocking: bool = True) -> bool:
+            got = self._places.acquire(blocking)
+            with self._lock:
+                held[0] += got
+                most[0] = max(most[0], held[0])
+            return got
+
+        def release(self) -> None:
+            with self._lock:
+                held[0] -= 1
+            self._places.release()
+
+    with HostileServer(registry) as server:
+        client = RegistryClient(server.host, insecure=True, credentials=None)
+        client.pieces = Counted()  # type: ignore[assignment]
+        got: list[bytes] = [b"", b""]
+
+        def fetch(n: int) -> None:
+            for chunk in blobstream.blob_chunks(client, "ckit/streamed", sha(registry.layer), len(registry.layer)):
+                got[n] += chunk
+                time.sleep(0.01)  # a slow consumer: the pieces fetched ahead wait for it, holding their places
+
+        threads = [threading.Thread(target=fetch, args=(n,)) for n in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    assert got == [registry.layer, registry.layer]
+    assert most[0] == 2 and held[0] == 0
+
+
 def test_a_registry_without_ranges_is_read_as_one_stream(tmp_path: Path) -> None:
     registry = Registry(ranges="no")
     out = tmp_path / "out.sqsh"
