@@ -92,9 +92,10 @@ def test_layers_indexed_while_they_arrive_merge_in_layer_order(registry, tmp_pat
     read_once = len(headers)
     headers.clear()
     for n, layer in enumerate((LOWER, MIDDLE, UPPER)):
-        (tmp_path / f"l{n}.tar").write_bytes(tar_bytes(layer))
-        with (tmp_path / f"l{n}.tar").open("rb") as f:
-            list(tarscan.scan(f, 0, len(tar_bytes(layer)), "layer"))
+        data, path = tar_bytes(layer), tmp_path / f"l{n}.tar"
+        path.write_bytes(data)
+        with path.open("rb") as f:
+            list(tarscan.scan(f, 0, len(data), "layer"))
     assert read_once == len(headers)  # the precompressors take their files from the one reading of the headers
     monkeypatch.setattr(HeaderScan, "columns", lambda self, tar: None)  # every spool's headers read once complete
     streamed.clear()
