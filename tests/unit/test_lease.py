@@ -1,4 +1,4 @@
-"""Leases (buildkit.lease): link-based, heartbeat by progress, stale takeover without flock, safe under races."""
+"""Leases (buildkit.storage.lease): link-based, heartbeat by progress, stale takeover without flock, safe under races."""
 
 from __future__ import annotations
 
@@ -10,16 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from buildkit import lease as lease_mod
 from buildkit.errors import ConvertError
-from buildkit.lease import HOST, Lease, Owner, clear_if_gone, process_start, read_owner
-from buildkit.store import Store, make_key
+from buildkit.storage import lease as lease_mod
+from buildkit.storage.lease import HOST, NAMESPACE, Lease, Owner, clear_if_gone, process_start, read_owner
+from buildkit.storage.store import Store, make_key
 
 
-def foreign(path: Path, *, host: str = "other-node", pid: int = 4242, token: str = "t" * 32,
-            start: str | None = "1") -> Owner:
-    """A lease file written by a holder elsewhere (as another node's importer would leave it)."""
-    owner = Owner(token, host, pid, start, "77.0@other-node", time.time())
+def foreign(path: Path, *, host: str = "other-node", pid: int = 4242, token: str = "e" * 32,
+            start: str | None = "1", namespace: str | None = None) -> Owner:
+    """A lease file written by a holder elsewhere (as another node's importer would leave it); a holder on this
+    host is in this boot and PID namespace unless ``namespace`` says otherwise."""
+    space = namespace if namespace is not None else NAMESPACE if host == HOST else "other-boot/pid:[1]"
+    owner = Owner(token, host, pid, start, "77.0@other-node", time.time(), space)
     own = path.with_name(f"{path.name}.{token}")
     own.write_bytes(owner.encode())
     os.link(own, path)
@@ -69,7 +71,7 @@ def test_a_holder_that_beats_is_not_taken_over(tmp_path: Path) -> None:
     beater = threading.Thread(target=beat)
     beater.start()
     try:
-        with pytest.raises(TimeoutError):
+        with pytest.raises(ConvertError, match="gave up waiting for pid 4242 on other-node"):
             Lease(path, stale=0.5).acquire(timeout=2.0)
     finally:
         stop.set()
