@@ -111,7 +111,7 @@ class Owner:
                         str(raw.get("namespace", ""))[:255])
         except (ValueError, KeyError, TypeError, OverflowError):
             return None
-        sound = len(owner.token) == 32 and _TOKEN.issuperset(owner.token) and owner.pid > 0 \
+        sound = len(owner.token) == 32 and _TOKEN.issuperset(owner.token) and 0 < owner.pid < 2**31 \
             and (owner.start is None or isinstance(owner.start, str))
         return owner if sound else None
 

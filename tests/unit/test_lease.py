@@ -163,3 +163,45 @@ def test_a_link_that_worked_but_reported_eexist_is_a_taken_lease(tmp_path: Path,
     assert not Lease(tmp_path / "k.lease").try_acquire()
     held.release()
     assert not (tmp_path / "k.lease").exists()
+
+
+def test_a_holder_in_another_pid_namespace_is_never_judged_gone(tmp_path: Path) -> None:
+    """Two nodes of one name, each in its own PID namespace: a pid of the other's means nothing here, so only a
+    lack of progress frees its lease."""
+    path = tmp_path / "k.lease"
+    owner = foreign(path, host=HOST, pid=2**22 + 99, namespace="another-boot/pid:[4026532000]")
+    assert not owner.gone() and not clear_if_gone(path)
+    with Lease(path, stale=0.5) as taker:  # taken over for its silence, not for its pid
+        assert read_owner(path)[1] == taker.owner  # type: ignore[index]
+
+
+def test_a_record_that_is_not_ckits_has_no_owner(tmp_path: Path) -> None:
+    for raw in ({"token": "../../x", "host": "h", "pid": 1}, {"token": "a" * 32, "host": "h", "pid": -1},
+                {"token": "a" * 32, "host": "h", "pid": 10**400}, ["not", "a", "mapping"]):
+        assert Owner.parse(json.dumps(raw).encode()) is None
+
+
+def test_a_fifo_or_folder_in_place_of_the_lease_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "k.lease")
+    seen = read_owner(tmp_path / "k.lease")  # a non-blocking open: no writer needed
+    assert seen is not None and seen[1] is None
+    with pytest.raises(ConvertError, match="is not a lease file but a FIFO"):
+        Lease(tmp_path / "k.lease").acquire(timeout=5)
+    assert list(tmp_path.iterdir()) == [tmp_path / "k.lease"]  # its own record went with the error
+
+
+def test_every_wait_has_an_overall_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "k.lease"
+    owner = foreign(path)
+    monkeypatch.setenv("CKIT_LOCK_WAIT_SECONDS", "1")
+    stop = threading.Event()
+    beater = threading.Thread(target=lambda: [os.utime(path) for _ in iter(lambda: stop.wait(0.1), True)])
+    beater.start()
+    try:
+        with pytest.raises(ConvertError, match="gave up waiting for pid 4242 on other-node") as err:
+            Lease(path, stale=60).acquire()
+        assert "CKIT_LOCK_WAIT_SECONDS" in str(err.value.hint)
+    finally:
+        stop.set()
+        beater.join()
+    assert read_owner(path)[1] == owner  # type: ignore[index]
