@@ -8,7 +8,7 @@
 
 The format follows the site's runtime (``.sqsh`` for Pyxis and Charliecloud, ``.sif`` for Singularity/Apptainer, or
 ``--to``: the runtime backends declare it), the
-compression what its kernel or runtime mounts (``squashfs_compressions``); a file that does not fit is refused
+compression what its kernel mounts and its runtime's version reads (``Site.compressions``); a file that does not fit is refused
 (exit 2) with the command that makes one that does.
 """
 
@@ -73,7 +73,7 @@ class StagePlan:
 def plan_stage(source: str, folder: Path, site: Site | None, *, to: str | None, compress: str | None,
                is_stack: bool) -> StagePlan:
     """Check the request and pick format and compression from the site (pure but for looking at ``source``)."""
-    from ..image.squashfs import choose
+    from ..image.squashfs import choose_for
 
     if to not in (None, "sif", "sqsh"):
         raise ConfigError(f"--to {to!r}: expected sif or sqsh")
@@ -81,8 +81,7 @@ def plan_stage(source: str, folder: Path, site: Site | None, *, to: str | None, 
     kind = "file" if Path(source).is_file() else "stack" if is_stack else "registry"
     label = None
     if kind != "file" and target is not None:
-        allowed = site.squashfs_compressions if site is not None else ()
-        label = choose(compress, allowed, target=target, site_name=site.name if site else "").label
+        label = choose_for(compress, site, target).label
     return StagePlan(source, kind, folder, target, label, site.name if site else None)
 
 
@@ -102,32 +101,11 @@ def site_target(site: Site | None) -> str | None:
     return None
 
 
-def compression_of(path: Path, kind: str) -> str:
-    """The squashfs compressor of a ``.sqsh``, or of a ``.sif``'s root file system."""
-    from ..image.squashfs import check
-
-    if kind == "sqsh":
-        return check(path).compression
-    from ..image.sif import read_sif
-
-    part = read_sif(path).primary_partition()
-    if part is None:
-        raise ConfigError(f"{path}: the SIF has no root file system partition")
-    return check(path, part.offset).compression
-
-
 def check_fits(path: Path, kind: str, site: Site, target: str | None) -> None:
     """Refuse (exit 2) a file the site's runtime cannot run or its kernel cannot mount."""
-    if target is not None and kind != target:
-        raise ConfigError(f"{path} is a .{kind}, but {site.name} runs .{target} files ({_runtime_of(site)})",
-                          hint=f"convert it: ckit convert … --to {target} --site {site.name}")
-    allowed = site.squashfs_compressions
-    if allowed:
-        algo = compression_of(path, kind)
-        if algo not in allowed:
-            raise ConfigError(f"{path} is {algo}-compressed; {site.name} mounts only {', '.join(allowed)} "
-                              "(rule squashfs_compressions)",
-                              hint=f"convert it again with --site {site.name}, which picks a compression it mounts")
+    from ..image.fit import check_fits as fits
+
+    fits(path, kind, site, target, _runtime_of(site))
 
 
 def _runtime_of(site: Site) -> str:
@@ -151,7 +129,7 @@ def stage_ref(ref: Reference, folder: Path, *, target: str | None, compression: 
               insecure: bool, ca_file: Path | None, log: Log, written: str = "") -> StageResult:
     """A registry image or artifact into ``folder`` (cache layout), recorded under its digest and its tag (as
     ``written`` too, so ``ckit launch --image`` finds it spelled the same way)."""
-    from ..image.squashfs import choose
+    from ..image.squashfs import choose_for
     from ..registry.artifacts import kind_of_manifest
     from ..registry.auth import resolve
     from .fetch import Want, client_for, ensure
@@ -164,8 +142,7 @@ def stage_ref(ref: Reference, folder: Path, *, target: str | None, compression: 
             raise ConfigError(f"{ref} is a container image: say what to make of it",
                               hint="add --to sif|sqsh, or --site SITE to use the site's format")
         target = kind.name
-    allowed = site.squashfs_compressions if site is not None else ()
-    label = choose(compression, allowed, target=target, site_name=site.name if site else "").label
+    label = choose_for(compression, site, target).label
     want = Want(ref, target, label, want.credentials, insecure=insecure, ca_file=ca_file, uid=os.getuid())
     cache = CacheDir(folder)
     served = ensure(cache, want, log)

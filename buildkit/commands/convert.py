@@ -19,12 +19,17 @@ def convert(
                                                 help="Also write the artifact here (atomic).")] = None,
     compress: Annotated[str | None, typer.Option("--compress", metavar="ALGO[:LEVEL]",
                                                  help="Squashfs compression: zstd, gzip or xz, with an optional "
-                                                      "level; zstd:-7..-1 are zstd's fast modes (default: zstd:1 "
-                                                      "for sif, zstd:-3 for sqsh, gzip:1 if the --site cannot "
-                                                      "mount zstd; without a level, the target's level for that "
-                                                      "algorithm; lz4 and lzo are not written).")] = None,
+                                                      "level; zstd:-7..-1 are zstd's fast modes. Default: gzip:1 "
+                                                      "for sif, which every Singularity and Apptainer runs "
+                                                      "(SingularityCE refuses zstd, Apptainer reads it from 1.4; "
+                                                      "zstd:1 is 3x faster to write and 7% smaller on a 2.9 GB "
+                                                      "image, README), zstd:1 for a --site that reads it; zstd:-3 "
+                                                      "for sqsh, gzip:1 if the --site cannot mount zstd. Without a "
+                                                      "level, the target's level for that algorithm; lz4 and lzo "
+                                                      "are not written.")] = None,
     site: Annotated[str | None, typer.Option("--site", metavar="SITE",
-                                             help="Pick a compression the site's runtime can mount.")] = None,
+                                             help="Pick a compression the site's kernel mounts and its "
+                                                  "Singularity/Apptainer version reads.")] = None,
     insecure: Annotated[bool, typer.Option("--insecure", help="Plain http / no TLS verification.")] = False,
     ca_file: Annotated[Path | None, typer.Option("--ca-file", metavar="PATH",
                                                  help="CA bundle for the registry.")] = None,

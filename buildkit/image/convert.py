@@ -104,8 +104,7 @@ def plan(source: str | Source, target: str, *, output: Path | None = None, compr
     ``registry`` reads a ``docker://`` SOURCE (:func:`buildkit.registry.source.reader`)."""
     if target not in TARGETS:
         raise ConfigError(f"--to {target!r}: unknown target", hint="use --to sif or --to sqsh")
-    allowed = site.squashfs_compressions if site is not None else ()
-    compression = squashfs.choose(compress, allowed, target=target, site_name=site.name if site is not None else "")
+    compression = squashfs.choose_for(compress, site, target)
     src = source if isinstance(source, Source) else parse_source(source, registry=registry)
     if output is not None:  # before any work: never replace a device, a folder or the input itself
         check_output(output, inputs=input_paths(src), flag="-o")

@@ -5,12 +5,13 @@ no subprocess, no root, nothing unpacked on the host. On the 345 MB bench image 
 ``mksquashfs`` needs for the already flattened tree at the same settings, reading and merging the layers
 included. Its superblock time is 0, or ``SOURCE_DATE_EPOCH`` when set, so the output is reproducible.
 
-Compression ``ALGO[:LEVEL]``: gzip, zstd or xz. Without ``--compress`` a ``.sif`` gets ``zstd:1`` and a
-``.sqsh`` zstd's fast mode ``zstd:-3`` (see PREFERENCE), or ``gzip:1`` on a site that cannot mount zstd;
-without a level ckit uses the target's level for that algorithm (``zstd`` is zstd:-3 for a ``.sqsh``, zstd:1 for a
-``.sif``), else its fast level, never gzip's level 9 unless asked for. lz4 and
-lzo are not written: zstd's fast modes are as fast here and smaller, and gzip:1 is what kernels without
-zstd mount.
+Compression ``ALGO[:LEVEL]``: gzip, zstd or xz. Without ``--compress`` a ``.sif`` gets ``gzip:1``, which every
+Singularity and Apptainer reads (SingularityCE refuses a zstd partition whatever its version, Apptainer before
+1.4 too), unless the ``--site`` runs only versions that read zstd (then ``zstd:1``); a ``.sqsh`` gets zstd's fast
+mode ``zstd:-3``, or ``gzip:1`` on a site whose kernel cannot mount zstd (see PREFERENCE and PORTABLE). Without a
+level ckit uses the target's level for that algorithm (``zstd`` is zstd:-3 for a ``.sqsh``, zstd:1 for a
+``.sif``), else its fast level, never gzip's level 9 unless asked for. lz4 and lzo are not written: zstd's fast
+modes are as fast here and smaller, and gzip:1 is what kernels and runtimes without zstd read.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from ..errors import ConfigError, ConvertError
 
 if TYPE_CHECKING:
+    from ..site.model import Site
     from .flatten import Tree
     from .squashfs_writer import Ownership, Stats
 
@@ -39,6 +41,9 @@ FAST_LEVEL = {"gzip": 1, "zstd": 1, "xz": 0}
 # for speed: zstd's fast mode keeps that priority and still writes fewer bytes (0.59-0.68x of enroot's default).
 PREFERENCE = {"sif": ("zstd:1", "gzip:1", "xz:0"), "sqsh": ("zstd:-3", "gzip:1", "xz:0")}
 ALGORITHMS = ("gzip", "zstd", "xz")
+# What a default artifact for no site in particular may use: a .sif must run on every Singularity and Apptainer
+# (no zstd: see buildkit.site.compat); every runtime of a .sqsh (enroot's unsquashfs, squashfuse) reads zstd.
+PORTABLE = {"sif": ("gzip", "xz"), "sqsh": ALGORITHMS}
 ACCEPTED = "gzip[:1-9], zstd[:-7..-1 or 1-22], xz[:0-9]"
 
 
@@ -84,7 +89,7 @@ def parse_compression(text: str, target: str | None = None) -> Compression:
 def choose(requested: str | None, allowed: Sequence[str] = (), *, target: str = "sif",
            site_name: str = "") -> Compression:
     """The user's choice (checked against the site), else the first of the target's PREFERENCE the site can
-    mount."""
+    mount; with no rule (``allowed`` empty), the first that runs anywhere (PORTABLE)."""
     if requested:
         chosen = parse_compression(requested, target)
         if allowed and chosen.algo not in allowed:
@@ -93,10 +98,26 @@ def choose(requested: str | None, allowed: Sequence[str] = (), *, target: str = 
         return chosen
     for candidate in PREFERENCE[target]:
         chosen = parse_compression(candidate)
-        if not allowed or chosen.algo in allowed:
+        if chosen.algo in (allowed or PORTABLE[target]):
             return chosen
     raise ConfigError(f"site {site_name}: none of its squashfs compressions ({', '.join(allowed)}) is written by ckit",
                       hint="list gzip, zstd or xz in the site profile (ckit does not write lz4, lzo or lzma)")
+
+
+def choose_for(requested: str | None, site: Site | None, target: str) -> Compression:
+    """:func:`choose` by the site's rules (its kernel, and its runtime's version for a .sif); a ``--compress``
+    the site cannot run is refused with the rule that forbids it."""
+    if site is None:
+        return choose(requested, target=target)
+    if requested:
+        chosen = parse_compression(requested, target)
+        why = site.refusal(target, chosen.algo)
+        if why:
+            raise ConfigError(f"--compress {requested}: a {chosen.algo} .{target} does not run on {site.name}: {why}",
+                              hint=f"use {' or '.join(site.compressions(target))}, or leave --compress out: "
+                                   f"ckit then picks one {site.name} runs")
+        return chosen
+    return choose(None, site.compressions(target), target=target, site_name=site.name)
 
 
 def build(out: Path, compression: Compression, tree: Tree, own: Ownership, *, mkfs_time: int = 0,

@@ -137,7 +137,8 @@ def classify_image(value: str, site: Site, runtime: Runtime) -> Image:
     target = REGISTRY.get(runtime.kind, "--runtime").artifact or None
     # a stack, or a reference `ckit stage` staged: the file in the site's shared image folder, found by its index
     staged = find_staged(value, runtime=runtime.kind, target=target, shared_dir=site.shared_image_dir,
-                         compressions=site.squashfs_compressions, site=site.name, stack=bool(_STACK.fullmatch(value)))
+                         compressions=site.compressions(target) if target else site.squashfs_compressions,
+                         site=site.name, stack=bool(_STACK.fullmatch(value)))
     if staged is not None:
         return Image("path", staged)
     return Image("ref", value.removeprefix("docker://"))

@@ -36,6 +36,24 @@ def _line(site: Site, key: str, label: str, value: Any) -> str:
     return f"{_tag(site, key)} {label}: {value}"
 
 
+def _runtime_lines(site: Site) -> list[str]:
+    """Each runtime with its module and version; what a .sif for the site gets from them."""
+    out = []
+    for index, runtime in enumerate(site.runtimes):
+        extra = f" (module {runtime.module})" if runtime.module else ""
+        extra += " (default)" if index == 0 else ""
+        out.append(_line(site, "runtimes", "runtime", f"{runtime.kind}{extra}"))
+        if runtime.version or runtime in site.sif_runtimes():
+            out.append(_line(site, f"runtimes.{index}.version", f"{runtime.kind} version",
+                             runtime.version or "not given (ckit writes for any)"))
+        if runtime.enroot:
+            out.append(_line(site, f"runtimes.{index}.enroot", "enroot version", runtime.enroot))
+    if site.sif_runtimes():
+        out.append(f"    a .sif for the site: squashfs {', '.join(site.compressions('sif'))}; ORAS layer "
+                   f"{site.sif_layer_type()}")
+    return out
+
+
 def site_text(site: Site) -> str:
     """Every value of the profile, each prefixed by its tag ([V] verified, [D] seed only, [U] uncertain)."""
     out = [f"{site.name}: {site.description}", f"profile: {site.path}", ""]
@@ -54,10 +72,7 @@ def site_text(site: Site) -> str:
         fields += [part.arch] if part.arch != "x86_64" else []
         fields += [part.note] if part.note else []
         out.append(_line(site, key, f"partition {part.name}{marks}", ", ".join(fields)))
-    for index, runtime in enumerate(site.runtimes):
-        extra = f" (module {runtime.module})" if runtime.module else ""
-        extra += " (default)" if index == 0 else ""
-        out.append(_line(site, "runtimes", "runtime", f"{runtime.kind}{extra}"))
+    out += _runtime_lines(site)
     for key, label, value in [("mpi_plugin", "srun --mpi", site.mpi_plugin),
                               ("network_interface", "network interface", site.network_interface),
                               ("modules", "modules", " ".join(site.modules)),

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..config import yamlfile
 from ..config.searchpath import SearchPath, suggest
+from . import compat
 from .model import Fact, Partition, Platform, Policy, Runtime, Site
 from .schema import SITE_SCHEMA
 
@@ -66,10 +67,24 @@ def _check(doc: yamlfile.Document) -> None:
     if policy.get("comment_choices") and not policy.get("require_comment"):
         raise doc.error(("policy", "comment_choices"), "comment_choices without require_comment: true",
                         hint="add require_comment: true")
+    _check_runtimes(doc)
     for key in data.get("facts", {}):
         if not _has_keypath(data, key.split(".")):
             raise doc.error(("facts", key), f"fact names a key path that is not in the profile: {key}",
                             hint="use a dotted path to an existing key, e.g. partitions.NAME or policy.cpus_per_gpu")
+
+
+def _check_runtimes(doc: yamlfile.Document) -> None:
+    for index, runtime in enumerate(doc.data["runtimes"]):
+        kind, version = runtime["kind"], runtime.get("version")
+        if "enroot" in runtime and kind != "pyxis":
+            raise doc.error(("runtimes", index, "enroot"), f"enroot is the version pyxis drives, not {kind}'s",
+                            hint="drop enroot: here, or give the runtime's own version as version:")
+        if version and compat.runs_sif(kind) and compat.parse_version(version) < compat.OLDEST_SIF_RUNTIME[kind]:
+            oldest = ".".join(map(str, compat.OLDEST_SIF_RUNTIME[kind][:2]))
+            other = " (Apptainer 1.x is kind: apptainer)" if kind == "singularity" else ""
+            raise doc.error(("runtimes", index, "version"), f"{kind} {version} runs no .sif (SIF came with {kind} "
+                            f"{oldest})", hint=f"give the {kind} version the nodes run, {oldest} or newer{other}")
 
 
 def _partition(name: str, raw: dict[str, Any]) -> Partition:
@@ -98,7 +113,8 @@ def _build(data: dict[str, Any], path: Path) -> Site:
         partitions=tuple(_partition(n, p) for n, p in data.get("partitions", {}).items()),
         default_partition=data.get("default_partition"),
         runtimes=tuple(Runtime(kind=r["kind"], module=r.get("module"), command=r.get("command"),
-                               flags=tuple(r.get("flags", ()))) for r in data["runtimes"]),
+                               flags=tuple(r.get("flags", ())), version=r.get("version"), enroot=r.get("enroot"))
+                       for r in data["runtimes"]),
         mpi_plugin=data.get("mpi_plugin"),
         network_interface=data.get("network_interface"),
         modules=tuple(data.get("modules", ())),

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import compat
+
 FACT_TAGS = ("verified", "seed", "uncertain")
 
 
@@ -43,6 +45,13 @@ class Runtime:
     module: str | None = None
     command: str | None = None
     flags: tuple[str, ...] = ()
+    version: str | None = None  # the oldest version a job may run (3.4.2, 3.11, 3.x); None: not stated
+    enroot: str | None = None  # pyxis: the enroot version it drives
+
+    @property
+    def label(self) -> str:
+        """``singularity 3.x``, ``apptainer >= 1.4``: what ckit writes artifacts for."""
+        return compat.label(self.kind, self.version)
 
 
 @dataclass(frozen=True)
@@ -124,5 +133,37 @@ class Site:
         return None
 
     def can_mount(self, compression: str) -> bool:
-        """Whether the site's container runtime can mount a squashfs with ``compression``."""
+        """Whether the nodes' kernel can mount a squashfs with ``compression``."""
         return not self.squashfs_compressions or compression in self.squashfs_compressions
+
+    def sif_runtimes(self) -> tuple[Runtime, ...]:
+        return tuple(r for r in self.runtimes if compat.runs_sif(r.kind))
+
+    def compressions(self, target: str) -> tuple[str, ...]:
+        """The squashfs compressions a ``target`` artifact (sif or sqsh) may have here: what the nodes' kernel
+        mounts (``squashfs_compressions``) and, for a .sif, what every Singularity/Apptainer of the site reads.
+        Empty: no rule limits it."""
+        allowed = list(self.squashfs_compressions)
+        for runtime in self.sif_runtimes() if target == "sif" else ():
+            reads = compat.sif_reads(runtime.kind, runtime.version)
+            allowed = [c for c in allowed if c in reads] if allowed else list(reads)
+        return tuple(allowed)
+
+    def refusal(self, target: str, compression: str) -> str | None:
+        """Why a ``target`` artifact compressed with ``compression`` cannot run here (None: it can)."""
+        reasons = []
+        if not self.can_mount(compression):
+            reasons.append(f"{self.name}'s kernel mounts only {', '.join(self.squashfs_compressions)} squashfs "
+                           "(rule squashfs_compressions)")
+        for runtime in self.sif_runtimes() if target == "sif" else ():
+            if compression not in compat.sif_reads(runtime.kind, runtime.version):
+                reasons.append(f"its {runtime.label} reads no {compression} squashfs in a .sif")
+        return "; ".join(reasons) or None
+
+    def sif_layer_type(self) -> str:
+        """The SIF layer media type every ``pull oras://`` of the site finds: the v1 type when all its
+        Singularity/Apptainer versions know it, else the older one all versions pull."""
+        runtimes = self.sif_runtimes()
+        if runtimes and all(compat.pulls_v1_layer(r.kind, r.version) for r in runtimes):
+            return compat.SIF_LAYER_V1
+        return compat.SIF_LAYER_PROTO

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .compat import VERSION_PATTERN
+
 _NAME = r"^[a-z][a-z0-9_-]*$"
 _SLURM_TIME = r"^([0-9]+-)?[0-9]+(:[0-9]{2}){0,2}$"
 _ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -48,6 +50,10 @@ RUNTIME = _obj("One container runtime (or none) available on the compute nodes."
     "module": _str("Environment module loaded before the runtime is used (e.g. singularity/3.11.0)."),
     "command": _str("The runtime's executable when it differs from the kind (e.g. singularity for apptainer)."),
     "flags": _strings("Extra flags passed to the runtime on every call."),
+    "version": _str("The oldest version of the runtime a job may run (3.4.2, 3.11, or 3.x for any 3): a .sif is "
+                    "written so that this version and newer run and pull it (squashfs compression, ORAS layer "
+                    "type). Without it ckit assumes the oldest of the kind.", pattern=VERSION_PATTERN),
+    "enroot": _str("pyxis only: the enroot version on the nodes (pyxis runs enroot).", pattern=VERSION_PATTERN),
 }, ("kind",))
 
 POLICY = _obj("Rules checked before a job is written or submitted.", {
@@ -100,7 +106,8 @@ SITE_SCHEMA: dict[str, Any] = _obj("A ckit site profile.", {
     "mounts": _strings("Default bind mounts SRC:DST ($USER is expanded in the job)."),
     "shared_image_dir": {"type": ["string", "null"], "description": "Folder on the shared filesystem for staged images."},
     "compute_internet": {"type": "boolean", "description": "Whether compute nodes can reach registries."},
-    "squashfs_compressions": _strings("Squashfs compressions the runtime can mount; empty means any.",
+    "squashfs_compressions": _strings("Squashfs compressions the nodes' kernel mounts (loop mounts of a .sif or "
+                                      ".sqsh); empty means any. A .sif also follows its runtime's version.",
                                       enum=["gzip", "xz", "lzo", "lz4", "zstd", "lzma"]),
     "policy": POLICY,
     "platform": PLATFORM,

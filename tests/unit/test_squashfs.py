@@ -31,8 +31,10 @@ def test_parse_errors(text: str, message: str) -> None:
 
 
 def test_default_is_fast_never_gzip_9() -> None:
-    assert choose(None).label == "zstd:1"
-    assert choose(None, target="sif").label == "zstd:1"
+    assert choose(None).label == "gzip:1"  # a .sif for no site in particular: what every Singularity reads
+    assert choose(None, target="sif").label == "gzip:1"
+    assert choose(None, ("gzip", "xz", "zstd"), target="sif").label == "zstd:1"  # a site that reads zstd
+    assert choose("zstd", target="sif").label == "zstd:1"  # asked for
     assert choose(None, target="sqsh").label == "zstd:-3"
     assert choose(None, ("gzip", "xz", "lzo"), site_name="twnia2").label == "gzip:1"
     assert choose(None, ("gzip", "xz", "lzo"), target="sqsh", site_name="twnia2").label == "gzip:1"

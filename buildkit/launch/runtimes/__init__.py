@@ -45,9 +45,9 @@ class RuntimeBackend:
                                   hint="give a reference such as localhost/busybox:1.36")
             raise ConfigError(f"--runtime {self.name} cannot run {image.value}: it runs {', '.join(self.files)} files",
                               hint=f"convert it: ckit convert … --to {self.artifact} --site {site.name}")
-        if facts.compression and site.squashfs_compressions and facts.compression not in site.squashfs_compressions:
-            raise ConfigError(f"{image.value} is {facts.compression}-compressed; {site.name}'s kernel mounts only "
-                              f"{', '.join(site.squashfs_compressions)} squashfs (rule squashfs_compressions)",
+        why = site.refusal(self.artifact, facts.compression) if facts.compression else None
+        if why:
+            raise ConfigError(f"{image.value} is {facts.compression}-compressed; {why}",
                               hint=f"rebuild it for the site: ckit convert SOURCE --to {self.artifact} --site "
                                    f"{site.name} (or ckit build STACK --site {site.name})")
 
