@@ -298,7 +298,7 @@ def _store_artifact(cache: CacheDir, want: Want, client: Any, pinned: Reference,
         raise ConfigError(f"{want.ref} is a .{kind.name} artifact, not a container image or a .{want.target}",
                            hint=f"push the container image, or a .{want.target}, to use it here")
     data = client.get_manifest(pinned.repository, str(pinned.digest)).json()
-    layer = next(x for x in data.get("layers", []) if x.get("mediaType") == kind.layer_type)
+    layer = next(x for x in data.get("layers", []) if x.get("mediaType") in kind.layer_types())
     key = make_key(artifact_digest=layer["digest"], target=kind.name)
     store = cache.writer()
     if store.get(key, kind.name, verifier(kind.name)) is not None:

@@ -95,6 +95,9 @@ def push(
         "--source-digest", metavar="DIGEST", help="Digest of the image the artifact was made from.")] = None,
     annotation: Annotated[list[str] | None, typer.Option(
         "--annotation", metavar="KEY=VALUE", help="Extra manifest annotation (repeatable; OCI manifests).")] = None,
+    site: Annotated[str | None, typer.Option("--site", metavar="SITE", help=(
+        "A .sif/.sqsh for this site: refused (exit 2) when its runtime cannot run it; a .sif gets the ORAS layer "
+        "type its Singularity/Apptainer version pulls (default: the type every version pulls)."))] = None,
     insecure: InsecureOpt = False,
     ca_file: CaFileOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be pushed; contact no registry.")] = False,
@@ -111,7 +114,9 @@ def push(
     parameters = _parameters(sets) if sets else None
     options = PushOptions(stack, parameters, source_digest, parse_pairs(annotation), image_format,
                           recipes_dirs=tuple(SETTINGS.recipes_dirs))
-    planned = plan(source, target, image_format, options.sets, options.recipes_dirs)
+    profile = _for_site(source, site)
+    planned = plan(source, target, image_format, options.sets, options.recipes_dirs,
+                   profile.sif_layer_type() if profile else None)
     if dry_run:
         _show_plan(planned, as_json)
         return
@@ -126,6 +131,21 @@ def push(
     info(f"pushed {outcome.kind} {outcome.reference} ({outcome.size} bytes, {outcome.uploaded_bytes} bytes "
          f"uploaded, {outcome.media_type})")
     typer.echo(outcome.reference)
+
+
+def _for_site(source: str, site: str | None) -> Site | None:
+    """The site profile of ``--site``, once a .sif/.sqsh SOURCE is seen to run there (exit 2 otherwise)."""
+    if site is None:
+        return None
+    from ..cache.stage import check_fits, site_target
+    from ..registry.artifacts import detect_kind
+    from ..site.load import load_site
+
+    profile = load_site(site, SETTINGS.sites_dirs)
+    path = Path(source)
+    if path.is_file():
+        check_fits(path, detect_kind(path).name, profile, site_target(profile))
+    return profile
 
 
 def _show_plan(planned: PushPlan, as_json: bool) -> None:

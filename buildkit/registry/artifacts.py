@@ -1,19 +1,21 @@
 """ORAS artifacts: a ``.sif`` or ``.sqsh`` file as one layer of an OCI manifest, pushed and pulled verified.
 
-Media types (the SIF ones are apptainer's, so ``apptainer pull oras://`` accepts what ckit pushes):
+Media types:
 
 | file | config media type | layer media type |
 |---|---|---|
-| `.sif` | `application/vnd.sylabs.sif.config.v1+json` | `application/vnd.sylabs.sif.layer.v1.sif` |
+| `.sif` | `application/vnd.sylabs.sif.config.v1+json` | `appliciation/vnd.sylabs.sif.layer.tar` (sic), or `application/vnd.sylabs.sif.layer.v1.sif` for a site that pulls it |
 | `.sqsh` | `application/vnd.ckit.enroot.config.v1+json` | `application/vnd.ckit.enroot.squashfs.v1` |
 
-Checked against apptainer's source (``internal/pkg/client/oras``: ``config.go`` SifConfigMediaTypeV1,
-``layer.go`` SifLayerMediaTypeV1 and SifLayerMediaTypeProto, ``image.go`` NewImageFromSIF, ``oras.go``
-DownloadImage): apptainer pushes an OCI manifest whose config is the 2-byte ``{}`` and whose one layer carries the
-title annotation, as ckit does; on pull it checks for exactly one layer of the v1 type or of the prototype type
-that Singularity < 3.7 pushed (``appliciation/vnd.sylabs.sif.layer.tar``, misspelt as it is), and *not* the config
-type, which older versions set inconsistently (``…sif.config.v1`` without ``+json``). ckit's pull recognises a SIF
-artifact the same way, and writes the file executable (0755 before the umask), as apptainer's pull does.
+A SIF has two layer types (:mod:`buildkit.site.compat`): the one Singularity pushed first, misspelt as it is,
+which ``pull oras://`` of every SingularityCE (3.4.2, run here, to today's main) and every Apptainer finds; and the
+v1 type that SingularityCE 3.7 and Apptainer push themselves, which SingularityCE before 3.7 does not find ("no
+layer found corresponding to SIF image"). So a ``.sif`` goes up with the first type unless ``--site`` names a site
+whose Singularity/Apptainer versions all pull v1. Checked against the sources (SingularityCE
+``internal/pkg/client/oras``, Apptainer the same): the config is the 2-byte ``{}``, the one layer carries the
+title annotation, and a pull checks for exactly one layer of either type and *not* the config type, which older
+versions set inconsistently (``…sif.config.v1`` without ``+json``). ckit's pull recognises a SIF artifact the same
+way, and writes the file executable (0755 before the umask), as apptainer's pull does.
 
 The layer carries ``org.opencontainers.image.title`` (the file name); the manifest carries the annotations
 of :func:`buildkit.registry.annotations.for_artifact`.
@@ -35,6 +37,7 @@ from ..image.inspect import detect
 from ..oci.digest import of_bytes
 from ..oci.labels import TITLE
 from ..oci.layout import descriptor, json_object
+from ..site.compat import SIF_LAYER_PROTO, SIF_LAYER_V1
 from . import known_digests
 from .client import OCI_MANIFEST, Progress, RegistryClient
 from .reference import Reference
@@ -50,15 +53,15 @@ class ArtifactKind:
     config_type: str
     layer_type: str
     mode: int  # of a pulled file, before the umask
-    also_layer_types: tuple[str, ...] = ()  # older layer media types a pull accepts
+    also_layer_types: tuple[str, ...] = ()  # other layer media types a pull accepts (and a push may use)
 
     def layer_types(self) -> tuple[str, ...]:
         return (self.layer_type, *self.also_layer_types)
 
 
-SIF_LAYER_PROTO = "appliciation/vnd.sylabs.sif.layer.tar"  # sic: Singularity < 3.7 (apptainer still accepts it)
-SIF = ArtifactKind("sif", ".sif", "application/vnd.sylabs.sif.config.v1+json",
-                   "application/vnd.sylabs.sif.layer.v1.sif", 0o755, (SIF_LAYER_PROTO,))
+# the layer type every Singularity/Apptainer pulls first: a .sif pushed for no site in particular runs anywhere
+SIF = ArtifactKind("sif", ".sif", "application/vnd.sylabs.sif.config.v1+json", SIF_LAYER_PROTO, 0o755,
+                   (SIF_LAYER_V1,))
 SQSH = ArtifactKind("sqsh", ".sqsh", "application/vnd.ckit.enroot.config.v1+json",
                     "application/vnd.ckit.enroot.squashfs.v1", 0o644)
 KINDS = (SIF, SQSH)
@@ -86,12 +89,15 @@ def canonical_json(data: object) -> bytes:
 
 
 def build_manifest(kind: ArtifactKind, layer_digest: str, layer_size: int, title: str,
-                   annotations: dict[str, str]) -> bytes:
+                   annotations: dict[str, str], layer_type: str | None = None) -> bytes:
+    """The artifact's manifest; ``layer_type``: one of the kind's layer types (default: its first)."""
+    if layer_type is not None and layer_type not in kind.layer_types():
+        raise RegistryError(f"{layer_type} is not a layer type of a .{kind.name} artifact")
     manifest: dict[str, object] = {
         "schemaVersion": 2,
         "mediaType": OCI_MANIFEST,
         "config": {"mediaType": kind.config_type, "digest": of_bytes(EMPTY_CONFIG), "size": len(EMPTY_CONFIG)},
-        "layers": [{"mediaType": kind.layer_type, "digest": layer_digest, "size": layer_size,
+        "layers": [{"mediaType": layer_type or kind.layer_type, "digest": layer_digest, "size": layer_size,
                     "annotations": {TITLE: title}}],
     }
     if annotations:
@@ -110,9 +116,10 @@ class PushResult:
 
 
 def push_artifact(client: RegistryClient, ref: Reference, path: Path, annotations: dict[str, str],
-                  progress: Progress | None = None) -> PushResult:
-    """Push the file as one layer. A file ckit knows the digest of is offered to the registry first (HEAD);
-    a new one is hashed while it is uploaded, and its digest remembered for the next push."""
+                  progress: Progress | None = None, layer_type: str | None = None) -> PushResult:
+    """Push the file as one layer (of ``layer_type``, default the kind's first). A file ckit knows the digest
+    of is offered to the registry first (HEAD); a new one is hashed while it is uploaded, and its digest
+    remembered for the next push."""
     kind = detect_kind(path)
     size = path.stat().st_size
     repo = ref.repository
@@ -125,7 +132,7 @@ def push_artifact(client: RegistryClient, ref: Reference, path: Path, annotation
         digest, sent = client.upload_new_file(repo, path, size, progress)
         uploaded += sent
         known_digests.remember(path, digest, seen)
-    manifest = build_manifest(kind, digest, size, path.name, annotations)
+    manifest = build_manifest(kind, digest, size, path.name, annotations, layer_type)
     manifest_digest = client.put_manifest(repo, ref.tag or ref.reference, manifest, OCI_MANIFEST)
     return PushResult(str(ref.with_digest(manifest_digest)), manifest_digest, kind.name, size, uploaded)
 

@@ -24,6 +24,7 @@ from typing import Any
 from ..config.jsondoc import parse as parse_json
 from ..errors import CompatError, ConfigError, IntegrityError
 from ..oci.digest import of_bytes
+from ..site.compat import SIF_LAYER_PROTO
 from .client import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST, RegistryClient
 from .layers import Blob, LayerSource, Uploader
 
@@ -50,6 +51,8 @@ def format_of(media_type: str) -> str:
 
 def compression_of(media_type: str) -> str:
     """What a layer media type says about its bytes: tar, gzip, zstd, or opaque (not an image layer)."""
+    if media_type == SIF_LAYER_PROTO:  # a whole SIF file, although its type ends in .tar
+        return "opaque"
     if media_type.endswith(("+gzip", ".tar.gzip")):
         return "gzip"
     if media_type.endswith(("+zstd", ".tar.zstd")):

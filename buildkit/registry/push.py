@@ -89,7 +89,7 @@ def execute(client: RegistryClient, planned: PushPlan, ref: Reference, options: 
         path = Path(planned.source)
         values = notes.for_artifact(path, planned.kind, stack=options.stack, parameters=options.parameters,
                                     source_digest=options.source_digest, extra=options.extra)
-        pushed = push_artifact(client, ref, path, values, progress)
+        pushed = push_artifact(client, ref, path, values, progress, planned.layer_type)
         return PushOutcome(str(path), pushed.reference, pushed.digest, pushed.kind, pushed.size,
                            pushed.uploaded_bytes, values, pushed.media_type)
     return _push_image(client, planned, ref, options, progress, total)

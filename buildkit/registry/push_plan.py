@@ -29,6 +29,7 @@ class PushPlan:
     size: int | None  # bytes the source holds (layers as stored there), when known without reading them
     layers: list[dict[str, Any]] = field(default_factory=list)
     engine_image: str | None = None  # the engine's image ID (stacks, docker-daemon:)
+    layer_type: str | None = None  # a .sif/.sqsh file's layer media type
 
     def as_json(self) -> dict[str, Any]:
         return {"source": self.source, "kind": self.kind, "reference": self.reference,
@@ -37,14 +38,15 @@ class PushPlan:
 
 
 def plan(source: str, ref: Reference, fmt: str | None, sets: list[str] | None = None,
-         recipes_dirs: tuple[Path, ...] = ()) -> PushPlan:
-    """Classify SOURCE (image form, file, stack) and describe the push; ConfigError when it is none of them."""
+         recipes_dirs: tuple[Path, ...] = (), sif_layer_type: str | None = None) -> PushPlan:
+    """Classify SOURCE (image form, file, stack) and describe the push; ConfigError when it is none of them.
+    ``sif_layer_type``: the layer media type of a .sif (default: the one every Singularity/Apptainer pulls)."""
     check_format(fmt)
     if form_of(source) is not None:
         return _plan_image(parse_spec(source), source, ref, fmt, "")
     path = Path(source)
     if path.is_file():
-        return _plan_file(path, ref, fmt)
+        return _plan_file(path, ref, fmt, sif_layer_type)
     catalog = _catalog(recipes_dirs)
     if source in catalog.stack_names():
         image = stack_image_of(catalog, source, sets or [])
@@ -54,16 +56,18 @@ def plan(source: str, ref: Reference, fmt: str | None, sets: list[str] | None = 
                            + ", ".join(s for s in syntaxes() if not s.startswith("docker://")))
 
 
-def _plan_file(path: Path, ref: Reference, fmt: str | None) -> PushPlan:
-    from .artifacts import detect_kind
+def _plan_file(path: Path, ref: Reference, fmt: str | None, sif_layer_type: str | None) -> PushPlan:
+    from .artifacts import SIF, detect_kind
 
     if fmt == "docker":
         raise ConfigError(f"--format docker: {path} is pushed as an ORAS artifact, which is always OCI",
                           hint="drop --format for .sif and .sqsh files")
     kind = detect_kind(path)
     size = path.stat().st_size
-    layer = {"what": path.name, "media_type": kind.layer_type, "size": size, "action": "send as it is"}
-    return PushPlan(str(path), kind.name, str(ref), None, MANIFEST_TYPE["oci"], size, [layer])
+    layer_type = (sif_layer_type if kind is SIF else None) or kind.layer_type
+    layer = {"what": path.name, "media_type": layer_type, "size": size, "action": "send as it is"}
+    return PushPlan(str(path), kind.name, str(ref), None, MANIFEST_TYPE["oci"], size, [layer],
+                    layer_type=layer_type)
 
 
 # The SOURCE forms ckit pushes (by name in the grammar, buildkit.oci.sources); docker:// is a registry already.

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from buildkit import __version__
-from buildkit.errors import ConfigError, IntegrityError
+from buildkit.errors import ConfigError, IntegrityError, RegistryError
 from buildkit.oci.digest import VerifyingReader
 from buildkit.registry import annotations as notes
 from buildkit.registry.artifacts import SIF, SQSH, build_manifest, detect_kind, kind_of_manifest, output_name
@@ -17,6 +17,7 @@ from buildkit.registry.lock import lock_data, render
 from buildkit.registry.reference import parse
 from buildkit.registry.stage import copy_verified, expand_dir, stage_dir
 from buildkit.registry.streams import LimitedReader
+from buildkit.site.compat import SIF_LAYER_PROTO, SIF_LAYER_V1
 
 DATA = b"ckit blob " * 1000
 DIGEST = "sha256:" + hashlib.sha256(DATA).hexdigest()
@@ -81,6 +82,17 @@ def test_artifact_manifest_is_canonical(golden) -> None:
     assert manifest == json.dumps(json.loads(manifest), sort_keys=True, separators=(",", ":")).encode()
     assert kind_of_manifest(json.loads(manifest)) is SIF
     assert kind_of_manifest({"config": {"mediaType": "application/vnd.oci.image.config.v1+json"}}) is None
+
+
+def test_a_sif_goes_up_with_the_layer_type_every_singularity_pulls_unless_told() -> None:
+    """SingularityCE < 3.7 finds only the first SIF layer type; 3.7+ and Apptainer take both."""
+    def layer_type(manifest: bytes) -> str:
+        return json.loads(manifest)["layers"][0]["mediaType"]
+
+    assert layer_type(build_manifest(SIF, "sha256:" + "1" * 64, 1, "a.sif", {})) == SIF_LAYER_PROTO
+    assert layer_type(build_manifest(SIF, "sha256:" + "1" * 64, 1, "a.sif", {}, SIF_LAYER_V1)) == SIF_LAYER_V1
+    with pytest.raises(RegistryError, match="is not a layer type of a .sqsh artifact"):
+        build_manifest(SQSH, "sha256:" + "1" * 64, 1, "a.sqsh", {}, SIF_LAYER_V1)
 
 
 def test_output_name_uses_a_safe_title_only() -> None:
