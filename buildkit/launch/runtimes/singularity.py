@@ -3,6 +3,12 @@
 ``exec``, not ``run``: the SIF's runscript re-evaluates its arguments (apptainer's semantics, so
 ``'$(touch x)'`` would run), while ``exec`` hands them to the program verbatim. Both runtimes bind the
 current (submit) folder and start there; ``--workdir`` becomes ``--pwd``.
+
+SingularityCE (3.x to today's main) answers ``--pwd DIR`` for a DIR the container lacks by starting in ``$HOME``,
+silently and with exit 0 (a failed chdir falls back); Apptainer refuses it. So a singularity task with
+``--workdir`` changes into the folder itself through the container's ``/bin/sh`` (which SingularityCE's own exec
+action script needs anyway) and fails with exit 2, naming the folder, when it is not there. ckit does not create
+it: a mistyped folder would otherwise quietly collect the job's results.
 """
 
 from __future__ import annotations
@@ -15,6 +21,10 @@ from . import RuntimeBackend, mount_words
 
 if TYPE_CHECKING:
     from ..plan import LaunchPlan
+
+
+WORKDIR_CHECK = ('cd "$1" 2>/dev/null || { echo "ckit: --workdir $1 is not a folder in the container (bind it '
+                 'with --mount, or make it in the image)" >&2; exit 2; }; shift; exec "$@"')
 
 
 class Singularity(RuntimeBackend):
@@ -38,13 +48,22 @@ class Singularity(RuntimeBackend):
             words += ["--bind", mount]
         if plan.request.workdir:
             words += ["--pwd", q(plan.request.workdir)]
-        return [*words, qv("CKIT_IMAGE")]
+        return [*words, qv("CKIT_IMAGE"), *self.workdir_check(plan)]
+
+    def workdir_check(self, plan: LaunchPlan) -> list[str]:
+        """Words that make the task fail when --workdir is missing in the container (see the module's notes)."""
+        if not plan.request.workdir:
+            return []
+        return ["/bin/sh", "-c", q(WORKDIR_CHECK), "ckit-workdir", q(plan.request.workdir)]
 
 
 class Apptainer(Singularity):
     name = "apptainer"
     summary = "apptainer exec of a .sif (or docker://REF) in each task"
     order = 11
+
+    def workdir_check(self, plan: LaunchPlan) -> list[str]:
+        return []  # apptainer exec --pwd fails by itself when the folder is missing
 
 
 BACKENDS = (Singularity(), Apptainer())
