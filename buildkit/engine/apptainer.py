@@ -7,11 +7,24 @@ It runs through :mod:`buildkit.process`, the project's one command runner, rathe
 The context is written to a temporary folder; the SIF is built to a temporary name in the artifact store,
 checked (it must read as a SIF), and published under a key derived from the build context: an interrupted
 build leaves nothing at a final path, and a second build of the same context is a cache hit.
+
+Either binary: SingularityCE sites have ``singularity``, Apptainer ones ``apptainer`` (and often a ``singularity``
+link). Run for real with SingularityCE 3.4.2. Two things the command line must say:
+
+* ``--fakeroot`` when not root, and also for root whose capability bounding set is not full (a container, a
+  locked-down VM): singularity gives the build's ``%post`` every capability and its starter fails ("Failed to set
+  process capabilities") when the bounding set holds fewer; in a fakeroot user namespace the set is full. Fakeroot
+  needs the user's range in ``/etc/subuid`` and ``/etc/subgid``.
+* ``--nohttps`` when the definition's base is on a loopback registry that speaks plain http (ckit's own client
+  uses http there too): singularity otherwise only tries https. ``--nohttps`` is what every version accepts
+  (newer ones also spell it ``--no-https``).
 """
 
 from __future__ import annotations
 
 import os
+import socket
+import ssl
 import tempfile
 import time
 from pathlib import Path
@@ -49,9 +62,30 @@ SECTION_MARKERS = (
 )
 
 
-def build_argv(binary: str, output: Path, *, fakeroot: bool, definition: str = DEFINITION) -> list[str]:
-    """The build command; ``--fakeroot`` when not root (apptainer maps the user to root in a user namespace)."""
-    return [binary, "build", *(["--fakeroot"] if fakeroot else []), str(output), definition]
+def build_argv(binary: str, output: Path, *, fakeroot: bool, nohttps: bool = False,
+               definition: str = DEFINITION) -> list[str]:
+    """The build command; ``--fakeroot``: the user is root in a user namespace; ``--nohttps``: a plain-http
+    registry serves the base."""
+    return [binary, "build", *(["--fakeroot"] if fakeroot else []), *(["--nohttps"] if nohttps else []),
+            str(output), definition]
+
+
+def needs_fakeroot(euid: int, status: str, last_cap: int) -> bool:
+    """Not root, or root without every capability up to ``last_cap`` in its bounding set (``status`` is the text
+    of /proc/self/status): singularity's privileged build could not hand %post the full set."""
+    if euid != 0:
+        return True
+    bounding = next((line.split()[1] for line in status.splitlines() if line.startswith("CapBnd:")), None)
+    return bounding is not None and int(bounding, 16) & ((1 << (last_cap + 1)) - 1) != (1 << (last_cap + 1)) - 1
+
+
+def _needs_fakeroot_here() -> bool:
+    try:
+        status = Path("/proc/self/status").read_text()
+        last_cap = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+    except (OSError, ValueError):
+        return os.geteuid() != 0
+    return needs_fakeroot(os.geteuid(), status, last_cap)
 
 
 def failing_section(lines: list[str]) -> str | None:
@@ -70,6 +104,43 @@ def find_binary() -> str | None:
         if path:
             return path
     return None
+
+
+def base_registry(definition: str) -> str | None:
+    """The registry host[:port] of a ``Bootstrap: docker`` definition's ``From:`` (None: Docker Hub, or not a
+    docker base)."""
+    header: dict[str, str] = {}
+    for line in definition.splitlines():
+        if line.startswith("%"):
+            break
+        key, sep, value = line.partition(":")
+        if sep and not line[:1].isspace() and not line.startswith("#"):
+            header.setdefault(key.strip().lower(), value.strip())
+    if header.get("bootstrap", "").lower() != "docker":
+        return None
+    first, _, rest = header.get("from", "").partition("/")
+    return first if rest and ("." in first or ":" in first or first == "localhost") else None
+
+
+def plain_http(host: str, timeout: float = 5.0) -> bool:
+    """Whether a loopback registry at ``host`` (name[:port]) answers a TLS handshake with something else."""
+    if host.startswith("["):
+        name, _, port = host[1:].partition("]")
+        port = port.lstrip(":")
+    else:
+        name, _, port = host.partition(":")
+    if name not in ("localhost", "127.0.0.1", "::1"):
+        return False
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    try:
+        with socket.create_connection((name, int(port or 443)), timeout=timeout) as raw, \
+                context.wrap_socket(raw, server_hostname=name):
+            return False
+    except ssl.SSLError:
+        return True
+    except (OSError, ValueError):
+        return False  # nothing answers: singularity will say so
 
 
 @register
@@ -120,15 +191,21 @@ class ApptainerEngine:
     def _run(self, binary: str, request: BuildRequest, output: Path, listener: BuildListener) -> list[str]:
         with tempfile.TemporaryDirectory(prefix="ckit-context-") as context_dir:
             write_context(list(request.context), Path(context_dir))
-            argv = build_argv(binary, output, fakeroot=os.geteuid() != 0)
+            registry = base_registry((context_file(request.context, DEFINITION) or b"").decode(errors="replace"))
+            fakeroot = _needs_fakeroot_here()
+            argv = build_argv(binary, output, fakeroot=fakeroot, nohttps=bool(registry and plain_http(registry)))
             listener(BuildEvent(f"running: {' '.join(argv)}"))
             result = process.run(argv, step="apptainer build", cwd=context_dir, check=False)
         lines = (result.stdout + result.stderr).splitlines()
         for line in lines:
             listener(BuildEvent(line))
         if result.returncode != 0 or not output.is_file():
+            hint = None
+            if fakeroot and any("subuid" in line or "subgid" in line for line in lines):
+                hint = ("the build runs with --fakeroot (not root, or root without a full capability bounding set), "
+                        "which needs a range for this user in /etc/subuid and /etc/subgid")
             raise BuildFailed(f"{Path(binary).name} build exited with code {result.returncode}",
-                              step=failing_section(lines), log=lines)
+                              step=failing_section(lines), log=lines, hint=hint)
         return lines
 
 

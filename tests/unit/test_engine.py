@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from buildkit.daemon import fallback_sockets, server_name
-from buildkit.engine.apptainer import build_argv, failing_section
+from buildkit.engine.apptainer import base_registry, build_argv, failing_section, needs_fakeroot
 from buildkit.engine.base import (
     BuildEvent,
     BuildFailed,
@@ -107,6 +107,27 @@ def test_apptainer_argv_with_and_without_fakeroot() -> None:
         "/usr/bin/apptainer", "build", "--fakeroot", "/cache/builds/abc.sif", "Singularity.def"]
     assert build_argv("singularity", out, fakeroot=False) == ["singularity", "build", "/cache/builds/abc.sif",
                                                               "Singularity.def"]
+    assert build_argv("singularity", out, fakeroot=False, nohttps=True)[2] == "--nohttps"
+
+
+FULL, NO_SYS_RESOURCE = "CapBnd:\t000001ffffffffff\n", "CapBnd:\t000001fffeffffff\n"  # bit 24: CAP_SYS_RESOURCE
+
+
+def test_fakeroot_for_users_and_for_root_without_every_capability() -> None:
+    """singularity hands a root build's %post every capability; a bounding set without one fails in its starter."""
+    assert not needs_fakeroot(0, FULL, 40) and needs_fakeroot(1000, FULL, 40)
+    assert needs_fakeroot(0, NO_SYS_RESOURCE, 40)
+    assert not needs_fakeroot(0, "CapBnd:\t000000ffffffffff\n", 39)  # an older kernel knows fewer
+
+
+@pytest.mark.parametrize(("definition", "registry"), [
+    ("Bootstrap: docker\nFrom: localhost:5000/team/debian:bookworm\n\n%post\n  From: x/y\n", "localhost:5000"),
+    ("bootstrap: docker\nfrom: nvcr.io/nvidia/pytorch:24.06-py3\n", "nvcr.io"),
+    ("Bootstrap: docker\nFrom: debian:bookworm\n", None),
+    ("Bootstrap: localimage\nFrom: /tmp/base.sif\n", None),
+])
+def test_the_base_registry_of_a_definition(definition: str, registry: str | None) -> None:
+    assert base_registry(definition) == registry
 
 
 def test_apptainer_failing_section_from_its_log() -> None:
