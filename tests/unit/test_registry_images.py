@@ -15,7 +15,6 @@ import pytest
 from buildkit.errors import CompatError, ConfigError, IntegrityError
 from buildkit.registry import known_digests
 from buildkit.registry.artifacts import SIF, SIF_LAYER_PROTO, SQSH, kind_of_manifest
-from buildkit.site.compat import SIF_LAYER_V1
 from buildkit.registry.compress import HEADER, METHOD, gzip_stream
 from buildkit.registry.images import (
     DOCKER_LAYER_GZIP,
@@ -25,6 +24,7 @@ from buildkit.registry.images import (
     image_manifest,
 )
 from buildkit.registry.layers import Blob, LayerSource
+from buildkit.site.compat import SIF_LAYER_V1
 
 
 def _gz(data: bytes, threads: int) -> tuple[bytes, object]:
@@ -118,7 +118,7 @@ def test_artifact_kinds_as_apptainer_decides_them() -> None:
 
     assert SIF.layer_types() == ("appliciation/vnd.sylabs.sif.layer.tar", "application/vnd.sylabs.sif.layer.v1.sif")
     assert SIF.config_type == "application/vnd.sylabs.sif.config.v1+json"
-    assert SIF_LAYER_PROTO == SIF.layer_type  # what a .sif goes up with unless a site pulls v1
+    assert SIF.layer_type == SIF_LAYER_PROTO  # what a .sif goes up with unless a site pulls v1
     assert kind_of_manifest(manifest(SIF.config_type, SIF_LAYER_V1)) is SIF
     assert kind_of_manifest(manifest("application/vnd.sylabs.sif.config.v1", SIF_LAYER_V1)) is SIF
     assert kind_of_manifest(manifest("application/vnd.oci.image.config.v1+json", SIF_LAYER_PROTO)) is SIF
