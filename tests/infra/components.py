@@ -8,7 +8,8 @@ Everything lives under the run dir (``CKIT_RUN_DIR``, default ``<repo>/.run``); 
 variables. Components: podman, busybox, debian (base images), registry (127.0.0.1:5000), registry-auth (:5001,
 htpasswd), registry-tls (:5002, test CA), munge, slurm, frameworks (a venv with torch, mpi4py, tensorflow-cpu,
 ray for --runtime none jobs), framework-wheels (their wheels, for the test image), horovod (Horovod with Gloo
-built against Debian's torch), charliecloud (ch-run's unprivileged user, /dev/fuse).
+built against Debian's torch), charliecloud (ch-run's unprivileged user, /dev/fuse), singularity (SingularityCE
+3.4.2 from /opt/ckit-runtimes under the sites' module names, root's fakeroot range).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from .frameworks import FrameworkVenv, FrameworkWheels, HorovodVenv
 from .images import BusyboxImage, DebianImage
 from .podman import PodmanService
 from .registry import AuthRegistry, Registry, TLSRegistry
+from .singularity import Singularity
 from .slurm import Munge, Slurm
 
 COMPONENTS: dict[str, type[Component]] = {
@@ -42,6 +44,7 @@ COMPONENTS: dict[str, type[Component]] = {
         FrameworkWheels,
         HorovodVenv,
         Charliecloud,
+        Singularity,
     )
 }
 

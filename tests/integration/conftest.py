@@ -27,6 +27,7 @@ from tests.infra.frameworks import FrameworkVenv, FrameworkWheels, HorovodVenv
 from tests.infra.images import BusyboxImage, DebianImage
 from tests.infra.podman import PodmanService
 from tests.infra.registry import AuthRegistry, Registry, RegistryInfo, TLSRegistry
+from tests.infra.singularity import Singularity
 from tests.infra.slurm import PARTITIONS, Munge
 from tests.infra.slurm import Slurm as SlurmCluster
 
@@ -179,6 +180,14 @@ def framework_wheels(frameworks: FrameworkVenv) -> Iterator[FrameworkWheels]:
 def charliecloud() -> Iterator[Charliecloud]:
     """ch-run, and the unprivileged user ``.user`` (pwd entry) that may use /dev/fuse and user namespaces."""
     with running(Charliecloud()) as component:
+        yield component
+
+
+@pytest.fixture(scope="session")
+def singularity() -> Iterator[Singularity]:
+    """SingularityCE 3.4.2 (``.binary``, ``.bin_dir``) and its modules under the sites' names (``.modulefiles``);
+    an ERROR, never a skip, where it is not installed."""
+    with running(Singularity()) as component:
         yield component
 
 
