@@ -1,11 +1,10 @@
 """Arguments reach the program verbatim through every runtime: ``$(…)``, quotes, spaces, globs (Charliecloud's
 ``ch-run`` too: its ``--`` hands them to the program as they are).
 
-singularity/apptainer are not packaged for Debian 12, so a stand-in ``singularity`` runs what the real one runs:
-the SIF's own ``/.singularity.d/actions/ACTION`` script, in a chroot of the SIF's squashfs (ckit wrote the SIF;
-unsquashfs unpacked it). The job scripts are written and submitted by ``ckit launch`` on the real Slurm.
-``singularity run`` would hand the arguments to the runscript, which evaluates them (apptainer's semantics): the
-last test shows that is what ckit's launch no longer does.
+Singularity is the real SingularityCE 3.4.2 (tests/infra/singularity.py) running a SIF ``ckit convert`` wrote;
+the job scripts are written and submitted by ``ckit launch`` on the real Slurm. ``singularity run`` would hand
+the arguments to the runscript, which evaluates them (apptainer's semantics): the last tests show that is what
+ckit's launch no longer does.
 """
 
 from __future__ import annotations
@@ -17,24 +16,14 @@ from pathlib import Path
 import pytest
 
 from buildkit.cli import main
-from buildkit.image.sif import read_sif
-from buildkit.process import require, run
 
 ARGS = ("$(touch pwned)", 'say "hi"', " two  spaces ", "`touch pwned2`", "*", "it's", "${HOME}")
-SHIM = """#!/bin/bash
-# singularity/apptainer stand-in: the SIF's own action script in a chroot of its unpacked squashfs
-set -euo pipefail
-action=$1; shift
-while [[ $1 == --* ]]; do case $1 in --bind|--pwd) shift 2;; *) shift;; esac; done
-image=$1; shift
-exec chroot "${CKIT_TEST_SIF_ROOT}" "/.singularity.d/actions/${action}" "$@"
-"""
 SITE = """name: lab
 description: a test site with singularity on the local Slurm
 scheduler: slurm
 partitions: {debug: {gpus_per_node: 0, cpus_per_node: 2}}
 default_partition: debug
-runtimes: [{kind: singularity}, {kind: none}]
+runtimes: [{kind: singularity, version: 3.4.2}, {kind: none}]
 mpi_plugin: pmi2
 shared_image_dir: null
 compute_internet: true
@@ -42,25 +31,19 @@ compute_internet: true
 
 
 @pytest.fixture(scope="module")
-def sif_root(podman, busybox_image, tmp_path_factory) -> tuple[Path, Path]:  # type: ignore[no-untyped-def]
-    """busybox as a SIF written by ckit, and its squashfs unpacked (what singularity mounts)."""
-    work = tmp_path_factory.mktemp("sif")
-    sif = work / "busybox.sif"
+def busybox_sif(podman, busybox_image, tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
+    """busybox as a SIF written by ``ckit convert`` (its defaults)."""
+    sif = tmp_path_factory.mktemp("sif") / "busybox.sif"
     assert main(["-q", "convert", f"docker-daemon:{busybox_image}", "--to", "sif", "-o", str(sif)]) == 0
-    offset = read_sif(sif).primary_partition().offset  # type: ignore[union-attr]
-    run(["unsquashfs", "-q", "-o", str(offset), "-d", str(work / "root"), str(sif)])
-    return sif, work / "root"
+    return sif
 
 
 @pytest.fixture
-def lab(sif_root, tmp_path, monkeypatch) -> Path:  # type: ignore[no-untyped-def]
+def lab(singularity, tmp_path, monkeypatch) -> Path:  # type: ignore[no-untyped-def]
+    """The lab site, and the real singularity on PATH (the jobs inherit it)."""
     (tmp_path / "sites").mkdir()
     (tmp_path / "sites" / "lab.yaml").write_text(SITE)
-    (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "singularity").write_text(SHIM)
-    (tmp_path / "bin" / "singularity").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{Path('/usr/bin')}:{Path('/bin')}:/usr/sbin:/sbin")
-    monkeypatch.setenv("CKIT_TEST_SIF_ROOT", str(sif_root[1]))
+    monkeypatch.setenv("PATH", f"{singularity.bin_dir}:/usr/bin:/bin:/usr/sbin:/sbin")
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -70,9 +53,9 @@ def _printed(text: str) -> list[list[str]]:
 
 
 @pytest.mark.parametrize("framework", ["none", "horovod", "nccl-tests", "ddp", "tf"])
-def test_singularity_jobs_pass_arguments_verbatim(slurm, sif_root, lab, capsys, framework):
+def test_singularity_jobs_pass_arguments_verbatim(slurm, busybox_sif, lab, capsys, framework):
     capsys.readouterr()
-    rc = main(["--sites", str(lab / "sites"), "launch", "--site", "lab", "--image", str(sif_root[0]), "-J", "vb",
+    rc = main(["--sites", str(lab / "sites"), "launch", "--site", "lab", "--image", str(busybox_sif), "-J", "vb",
                "--framework", framework, "--submit", "--wait", "--json", "--",
                "printf", "ARGS[%s]\\n", json.dumps(list(ARGS))[1:-1]])
     data = json.loads(capsys.readouterr().out)
@@ -80,7 +63,7 @@ def test_singularity_jobs_pass_arguments_verbatim(slurm, sif_root, lab, capsys, 
     assert rc == 0, text
     assert "singularity exec " in Path(data["script"]).read_text()
     assert _printed(text) and all(p == list(ARGS) for p in _printed(text)), text
-    assert not list(lab.glob("pwned*")) and not list(sif_root[1].glob("pwned*"))
+    assert not list(lab.glob("pwned*"))
 
 
 @pytest.mark.parametrize("runtime", ["none", "podman", "charliecloud"])
@@ -99,22 +82,22 @@ def test_none_podman_and_charliecloud_pass_arguments_verbatim(slurm, podman, bus
     assert not list(tmp_path.glob("pwned*"))
 
 
-def test_the_runscript_would_have_evaluated_them(sif_root, tmp_path):
+def test_the_runscript_would_have_evaluated_them(singularity, busybox_sif, tmp_path):
     """What `singularity run` did before: the SIF's runscript evaluates its arguments (apptainer's semantics)."""
-    root = sif_root[1]
-    chroot = require("chroot", purpose="run the SIF's scripts", package="coreutils")
     def action(name: str) -> str:
-        return run([chroot, str(root), f"/.singularity.d/actions/{name}", "printf", "%s|", "$(echo EVALUATED)"],
-                   env={"PATH": "/bin"}).stdout
+        return singularity(name, str(busybox_sif), "printf", "%s|", "$(echo EVALUATED)", cwd=tmp_path).stdout
 
     assert action("run") == "EVALUATED|"
     assert action("exec") == "$(echo EVALUATED)|"
 
 
-def test_a_zstd_sif_is_refused_for_a_site_that_mounts_gzip_only(sif_root, tmp_path, monkeypatch, capsys):
-    """ckit's .sif is zstd by default; twnia2's CentOS 7 kernel mounts gzip/xz: launch reads the superblock."""
+def test_a_zstd_sif_is_refused_for_a_site_that_mounts_gzip_only(busybox_image, tmp_path, monkeypatch, capsys):
+    """twnia2's CentOS 7 kernel mounts gzip/xz, and its Singularity reads no zstd: launch reads the superblock."""
     monkeypatch.chdir(tmp_path)
+    assert main(["-q", "convert", f"docker-daemon:{busybox_image}", "--to", "sif", "--compress", "zstd",
+                 "-o", "zstd.sif"]) == 0
     capsys.readouterr()
-    assert main(["launch", "--site", "twnia2", "-A", "P1", "--image", str(sif_root[0]), "--dry-run", "--", "true"]) == 2
+    assert main(["launch", "--site", "twnia2", "-A", "P1", "--image", "zstd.sif", "--dry-run", "--", "true"]) == 2
     err = capsys.readouterr().err
     assert "is zstd-compressed; twnia2's kernel mounts only gzip, xz, lzo" in err and "--site twnia2" in err
+    assert "its singularity 3.x reads no zstd squashfs in a .sif" in err

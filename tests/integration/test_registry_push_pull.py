@@ -223,7 +223,8 @@ def test_stage_to_a_sites_shared_image_folder(registry, tmp_path: Path, monkeypa
     sites_dir = tmp_path / "sites"
     sites_dir.mkdir()
     (sites_dir / "stagetest.yaml").write_text(yaml.safe_dump(profile))
-    sif = fake_sif(tmp_path / "site.sif")
+    sif = tmp_path / "site.sif"  # a real SIF: stage checks that the site's apptainer reads its squashfs
+    sif.write_bytes((Path(__file__).resolve().parents[1] / "data" / "sif" / "busybox_amd64.sif").read_bytes())
     ref = f"{registry.host}/{unique_repo()}:v1"
     assert ckit("push", str(sif), ref).returncode == 0
     staged = ckit("--sites", str(sites_dir), "stage", ref, "--site", "stagetest", env={"USER": "alice"})
