@@ -32,7 +32,8 @@ def build(
     lock_file: Annotated[Path, typer.Option("--lock-file", metavar="FILE",
                                             help="Lock file written by `ckit lock`.")] = Path("ckit.lock"),
     site: Annotated[str | None, typer.Option("--site", metavar="SITE",
-                                             help="Convert in a squashfs compression the site can mount.")] = None,
+                                             help="Convert in a squashfs compression the site's kernel mounts and its "
+                                                  "Singularity/Apptainer version reads.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; build nothing (no engine needed).")
                        ] = False,
     as_json: JsonOpt = False,
