@@ -4,10 +4,14 @@ real ones, and the jobs ``ckit launch`` submits with them (the ``singularity`` f
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.infra.singularity import VERSION
@@ -18,6 +22,18 @@ JOBS = Path(__file__).parent / "jobs"
 SINGULARITY_SITES = ("twnia2", "tara", "neuron")
 # what each site's rules ask of every job (twnia2 and tara: a project; neuron: the application)
 SITE_ARGS = {"twnia2": ("--account", "P1"), "tara": ("--account", "proj0001"), "neuron": ("--comment", "pytorch")}
+
+
+@contextmanager
+def module_folder(factory: pytest.TempPathFactory, name: str) -> Iterator[Path]:
+    """A module's files, on disk and readable by every user (the test nodes' mount namespaces see no mount made
+    after they started); removed when the module ends."""
+    path = factory.mktemp(name)
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _exists(data: Any, parts: list[str]) -> bool:

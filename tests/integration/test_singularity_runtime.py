@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,16 +21,13 @@ import pytest
 from buildkit.site.compat import SIF_LAYER_PROTO, SIF_LAYER_V1
 from tests.infra.containers import remove_images
 from tests.integration.registry_helpers import ckit, unique_repo
-from tests.integration.singularity_helpers import launch, sites_for_this_machine
+from tests.integration.singularity_helpers import launch, module_folder, sites_for_this_machine
 
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The module's files, on disk (the test nodes' mount namespaces see no mount made after they started)."""
-    path = tmp_path_factory.mktemp("sing-runtime")
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    with module_folder(tmp_path_factory, "sing-runtime") as path:
+        yield path
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import getpass
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ import pytest
 
 from tests.infra.containers import remove_images
 from tests.integration.registry_helpers import ckit, unique_repo
-from tests.integration.singularity_helpers import launch, sites_for_this_machine
+from tests.integration.singularity_helpers import launch, module_folder, sites_for_this_machine
 
 RECIPES = Path(__file__).parent.parent / "data" / "recipes"
 # (site, framework) -> where the .sif comes from
@@ -36,10 +35,8 @@ PROGRAMS = {"none": "container_check.py", "ddp": "ddp_check.py", "mpi": "mpi_che
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    path = tmp_path_factory.mktemp("sing-sites")
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    with module_folder(tmp_path_factory, "sing-sites") as path:
+        yield path
 
 
 @pytest.fixture(scope="module")
