@@ -203,12 +203,13 @@ def test_stage_pulls_into_the_dest_folder_and_copies_local_files(registry, tmp_p
     assert staged.returncode == 0, staged.stderr
     data = json.loads(staged.stdout)
     path = Path(data["path"])  # in the folder's cache layout, found by `ckit launch` through its index
-    assert path.parent == tmp_path / "shared" / "artifacts" and path.suffix == ".sif"
+    assert path.parent == tmp_path / "shared" / f"u{os.geteuid()}" / "artifacts" and path.suffix == ".sif"
     assert path.read_bytes() == sif.read_bytes() and data["kind"] == "image" and data["target"] == "sif"
     local = ckit("stage", str(sif), "--dest", str(tmp_path / "shared2"))
     assert local.returncode == 0, local.stderr
-    assert local.stdout.strip() == str(tmp_path / "shared2" / "job.sif")
-    assert (tmp_path / "shared2" / "job.sif").read_bytes() == sif.read_bytes()
+    files = tmp_path / "shared2" / f"u{os.geteuid()}" / "files"  # the stager's own tree
+    assert local.stdout.strip() == str(files / "job.sif")
+    assert (files / "job.sif").read_bytes() == sif.read_bytes()
 
 
 def test_stage_to_a_sites_shared_image_folder(registry, tmp_path: Path, monkeypatch) -> None:
@@ -230,7 +231,8 @@ def test_stage_to_a_sites_shared_image_folder(registry, tmp_path: Path, monkeypa
     staged = ckit("--sites", str(sites_dir), "stage", ref, "--site", "stagetest", env={"USER": "alice"})
     assert staged.returncode == 0, staged.stderr
     path = Path(staged.stdout.strip())
-    assert path.parent == tmp_path / "shared" / "alice" / "artifacts" and path.read_bytes() == sif.read_bytes()
+    assert path.parent == tmp_path / "shared" / "alice" / f"u{os.geteuid()}" / "artifacts"
+    assert path.read_bytes() == sif.read_bytes()
 
 
 def test_cross_repository_mount_sends_no_bytes(registry, tmp_path: Path) -> None:
