@@ -103,6 +103,7 @@ class Store:
         if not self.writable:
             raise ConvertError(f"{self.root} is uid {self.owner}'s store: ckit writes only its user's own")
         try:
+            self.root.parent.mkdir(parents=True, exist_ok=True)  # ~/.cache on a new account
             for folder in (self.root, self.artifacts, self.locks, self.work):
                 safefs.ensure_dir(folder, 0o755)
         except safefs.Unsafe as err:

@@ -171,3 +171,10 @@ def test_a_store_is_its_users_alone(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="belongs to uid 65534"):
         Store(theirs).temp_path("a" * 64, "sqsh")
     assert list(theirs.iterdir()) == []
+
+
+def test_a_store_is_made_where_no_folder_above_it_exists_yet(tmp_path: Path) -> None:
+    """A new account has no ~/.cache: the personal store makes it."""
+    store = Store(tmp_path / "home" / ".cache" / "ckit")
+    store.temp_path("a" * 64, "sqsh")
+    assert store.artifacts.is_dir()
