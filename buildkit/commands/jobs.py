@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from .app import SETTINGS, JsonOpt, app, emit_json, info
+from ..outside import shown
+from .app import SETTINGS, JsonOpt, app, emit_json, info, say, whole_number
 
 Opt = typer.Option
 JobArg = Annotated[str, typer.Argument(metavar="JOB", help="Slurm job id.")]
+
+
+def _cell(value: str, width: int) -> str:
+    """One column of the table: anyone's job name may hold ``|``, newlines or escapes; it keeps its place."""
+    return f"{shown(value)[:width]:<{width}}"
 
 
 @app.command("jobs")
@@ -27,10 +32,10 @@ def jobs_cmd(
     if as_json:
         emit_json({"jobs": [j.as_json() for j in found]})
         return
-    typer.echo(f"{'JOB':>8}  {'NAME':<16} {'STATE':<11} {'PARTITION':<10} {'NODES':>5} {'TIME':>10}  WHERE")
+    say(f"{'JOB':>8}  {'NAME':<16} {'STATE':<11} {'PARTITION':<10} {'NODES':>5} {'TIME':>10}  WHERE")
     for job in found:
-        typer.echo(f"{job.job_id:>8}  {job.name[:16]:<16} {job.state:<11} {job.partition[:10]:<10} "
-                   f"{job.nodes:>5} {job.time:>10}  {job.where}")
+        say(f"{shown(job.job_id):>8}  {_cell(job.name, 16)} {_cell(job.state, 11)} {_cell(job.partition, 10)} "
+            f"{shown(job.nodes):>5} {shown(job.time):>10}  {shown(job.where)}")
 
 
 @app.command("logs")
@@ -52,11 +57,10 @@ def logs_cmd(
         return
     info(f"log: {path}")
     if not follow:
-        sys.stdout.buffer.write(path.read_bytes() if path.exists() else b"")
+        say(path.read_bytes() if path.exists() else b"", nl=False)
         return
     for chunk in slurmctl.follow(path, lambda: slurmctl.is_active(job)):
-        sys.stdout.buffer.write(chunk)
-        sys.stdout.buffer.flush()
+        say(chunk, nl=False)
 
 
 @app.command("cancel")
@@ -82,7 +86,7 @@ def shell_cmd(
     account: Annotated[str | None, Opt("-A", "--account", help="Project account.")] = None,
     comment: Annotated[str | None, Opt("--comment", help="Job comment.")] = None,
     time: Annotated[str | None, Opt("-t", "--time", help="Walltime.")] = None,
-    gpus_per_node: Annotated[int | None, Opt("--gpus-per-node", help="GPUs.")] = None,
+    gpus_per_node: Annotated[int | None, Opt("--gpus-per-node", parser=whole_number, help="GPUs.")] = None,
     mount: Annotated[list[str] | None, Opt("--mount", metavar="SRC:DST", help="Bind mount.")] = None,
     env: Annotated[list[str] | None, Opt("--env", metavar="K=V", help="Environment.")] = None,
     dry_run: Annotated[bool, Opt("--dry-run", help="Print the salloc command; start nothing.")] = False,
@@ -105,7 +109,7 @@ def shell_cmd(
         if as_json:
             emit_json({"site": plan.site.name, "argv": argv, "ran": not dry_run})
         else:
-            typer.echo(" ".join(argv[:-1]) + " '…'\n" + text, nl=False)
+            say(" ".join(argv[:-1]) + " '…'\n" + text, nl=False)
         if dry_run:
             return
     require("salloc", purpose="open an interactive allocation", package="slurm-client")

@@ -25,13 +25,14 @@ def write_script(text: str, path: Path, inputs: Iterable[Path] = ()) -> Path:
     """Write ``text`` to ``path`` (mode 0755) through a temp file in the same folder and a rename; the output
     guard refuses a device, a folder or one of ``inputs`` (e.g. the image file) at ``path``."""
     path = path.resolve()
+    data = text.encode("utf-8", "surrogateescape")  # an argument that was not UTF-8 goes back as its bytes
 
     def same_text(tmp: Path) -> None:
-        if tmp.read_text(encoding="utf-8") != text:
+        if tmp.read_bytes() != data:  # bytes: reading text would turn a CR in a value into a newline
             raise LaunchError(f"{path}: written script differs from the rendered one")
 
     with atomic_path(path, mode=0o755, verify=same_text, inputs=inputs) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_bytes(data)
     return path
 
 
