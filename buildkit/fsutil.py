@@ -1,5 +1,5 @@
-"""Atomic artifacts and the one output guard; the one bounded reader of small input files; copies between
-files in the kernel.
+"""Atomic artifacts and the one output guard; the bounded readers of input files (a small file whole, the tail
+of a log); copies between files in the kernel.
 
 Every writer of a user-visible file goes through :func:`atomic_path` (or :func:`place_copy` for a file that
 exists already): it checks the output path first (:func:`check_output`), writes a temporary file next to it,
@@ -257,6 +257,24 @@ def read_capped(path: Path | str, limit: int, what: str, *, error: type[CkitErro
     if len(data) > limit:
         raise error(f"{what}: {path} is larger than {limit} bytes")
     return data
+
+
+def read_tail(path: Path | str, start: int, limit: int, what: str) -> tuple[bytes, int]:
+    """What the regular file at ``path`` holds from ``start`` on, but at most its last ``limit`` bytes, and the
+    offset they start at: ``start``, later when more was there (the caller says what it left out), or earlier
+    when the file is now shorter than ``start`` (it was truncated: its tail is read again). A FIFO or a device
+    (``/dev/zero`` never ends) is refused before anything is read, and opening one never blocks. OSErrors
+    (missing file, no permission) are the caller's to word."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not block the open
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise FileError(f"{what}: {path} is {_kind(st.st_mode)}, not a regular file",
+                            hint="ckit reads only regular files: a device may never end, a FIFO may block")
+        at = max(start, st.st_size - limit) if st.st_size >= start else max(0, st.st_size - limit)
+        return os.pread(fd, limit, at), at  # at most ``limit`` bytes, also when the file grew meanwhile
+    finally:
+        os.close(fd)
 
 
 ALIGN = 4096  # file system block: a copy between equally aligned offsets can share the blocks (a reflink)

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ..config import limits
 from ..outside import shown
 from .app import SETTINGS, JsonOpt, app, emit_json, info, say, whole_number
+
+if TYPE_CHECKING:
+    from ..launch.slurmctl import LogPiece
 
 Opt = typer.Option
 JobArg = Annotated[str, typer.Argument(metavar="JOB", help="Slurm job id.")]
@@ -38,29 +42,38 @@ def jobs_cmd(
             f"{shown(job.nodes):>5} {shown(job.time):>10}  {shown(job.where)}")
 
 
+def _skipped(piece: LogPiece, path: Path) -> None:
+    if piece.skipped:
+        info(f"[{piece.skipped} bytes of the log left out here: ckit logs shows at most the last "
+             f"{limits.size('log_tail')} bytes at a time (CKIT_MAX_LOG_TAIL); the whole log is {path}]")
+
+
 @app.command("logs")
 def logs_cmd(
     job: JobArg,
     follow: Annotated[bool, Opt("-f", "--follow", help="Keep printing until the job ends (tail -f).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """The output of JOB (its --output file), or follow it while it runs."""
+    """The output of JOB (the end of its --output file), or follow it while it runs."""
     from ..launch import slurmctl
 
     path = slurmctl.log_file(slurmctl.check_job_id(job), Path.cwd())
     if as_json:
         if follow:
-            for _ in slurmctl.follow(path, lambda: slurmctl.is_active(job)):
+            for _ in slurmctl.follow(path, job, lambda: slurmctl.is_active(job)):
                 pass
-        text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
-        emit_json({"job_id": job, "log": str(path), "text": text, "state": slurmctl.job_fields(job).get("JobState")})
+        piece, _ = slurmctl.read_log(path, job)
+        emit_json({"job_id": job, "log": str(path), "text": piece.data.decode("utf-8", "replace"),
+                   "skipped_bytes": piece.skipped, "state": slurmctl.job_fields(job).get("JobState")})
         return
     info(f"log: {path}")
-    if not follow:
-        say(path.read_bytes() if path.exists() else b"", nl=False)
-        return
-    for chunk in slurmctl.follow(path, lambda: slurmctl.is_active(job)):
-        say(chunk, nl=False)
+    if follow:
+        pieces = slurmctl.follow(path, job, lambda: slurmctl.is_active(job))
+    else:
+        pieces = iter([slurmctl.read_log(path, job)[0]])
+    for piece in pieces:
+        _skipped(piece, path)
+        say(piece.data, nl=False)
 
 
 @app.command("cancel")

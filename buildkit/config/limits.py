@@ -48,6 +48,8 @@ LIMITS: dict[str, Limit] = {
                        "config.json or lock file"),
     "tar_header_size": Limit("CKIT_MAX_TAR_HEADER_SIZE", 1 * MiB, 1 * KiB, "bytes of one PAX record set or "
                              "GNU long name in a layer"),
+    "log_tail": Limit("CKIT_MAX_LOG_TAIL", 1 * MiB, 1 * KiB, "bytes of a job's log that `ckit logs` shows: its "
+                      "end (and with -f, what a poll finds new; the rest is in the file, which the message names)"),
     "yaml_values": Limit("CKIT_MAX_YAML_VALUES", 100_000, 100, "values a YAML file may hold, aliases expanded "
                          "(a 'billion laughs' file is refused)"),
     "nesting": Limit("CKIT_MAX_NESTING", 100, 8, "levels of nesting in a YAML or JSON document"),

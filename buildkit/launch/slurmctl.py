@@ -14,7 +14,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import CommandFailed, ConfigError, LaunchError
+from ..config import limits
+from ..errors import CommandFailed, ConfigError, LaunchError, os_error
+from ..fsutil import read_tail
 from ..process import require, run, which
 
 _JOB_ID = re.compile(r"[0-9]+(_[0-9]+)?")  # ASCII digits: \d and str.isdigit take every script's
@@ -115,21 +117,39 @@ def log_file(job_id: str, cwd: Path) -> Path:
                       hint="run ckit logs in the folder the job was submitted from")
 
 
-def follow(path: Path, active: Callable[[], bool], poll: float = 0.5) -> Iterator[bytes]:
-    """The file's bytes as they are written, until the job is over and everything was read."""
+@dataclass(frozen=True)
+class LogPiece:
+    """Bytes of a job's log, and how many bytes before them were left out (the log was longer than the
+    ``log_tail`` limit, or grew by more than it between two looks)."""
+
+    data: bytes
+    skipped: int = 0
+
+
+def read_log(path: Path, job_id: str, start: int = 0) -> tuple[LogPiece, int]:
+    """The log from ``start`` on, at most its last ``log_tail`` bytes (a regular file only: a log that is
+    ``/dev/zero`` or a FIFO is refused before it is read); the piece and the offset after it. A log not
+    written yet is empty."""
+    try:
+        data, at = read_tail(path, start, limits.size("log_tail"), f"job {job_id}: its log")
+    except FileNotFoundError:
+        return LogPiece(b""), start
+    except OSError as err:
+        raise os_error(err, path, "read") from err
+    return LogPiece(data, max(0, at - start)), at + len(data)
+
+
+def follow(path: Path, job_id: str, active: Callable[[], bool], poll: float = 0.5) -> Iterator[LogPiece]:
+    """The log's new bytes as they are written, until the job is over and everything was read; each look
+    reads at most the ``log_tail`` limit (a job that writes faster is shown in part, with what was skipped)."""
     offset = 0
     while True:
         running = active()
-        if path.exists():
-            with path.open("rb") as src:
-                src.seek(offset)
-                chunk = src.read(1 << 20)
-            while chunk:
-                offset += len(chunk)
-                yield chunk
-                with path.open("rb") as src:
-                    src.seek(offset)
-                    chunk = src.read(1 << 20)
+        while True:
+            piece, offset = read_log(path, job_id, offset)
+            if not piece.data:
+                break
+            yield piece
         if not running:
             return
         time.sleep(poll)
