@@ -46,14 +46,14 @@ def shown(text: object, *, lines: bool = False) -> str:
     return (_LINES if lines else UNSAFE).sub(_escape, value)
 
 
-_INT = re.compile(r"[+-]?[0-9]+")
+_INT = re.compile(r"-?[0-9]+")
 _FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def ascii_int(text: str, *, signed: bool = False) -> int | None:
-    """The whole number ``text`` spells in ASCII digits (a sign only when ``signed``), else None: never another
-    script's digits, ``_`` separators or surrounding blanks, which ``int()`` would take."""
-    if not _INT.fullmatch(text) or (not signed and text[0] in "+-") or len(text) > 4300:
+    """The whole number ``text`` spells in ASCII digits (a minus only when ``signed``), else None: never another
+    script's digits, ``_`` separators, a plus or surrounding blanks, which ``int()`` would take."""
+    if not _INT.fullmatch(text) or (not signed and text[0] == "-") or len(text) > 4300:
         return None
     return int(text)
 

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 
 from ..errors import ConfigError
+from ..outside import ascii_float, ascii_int
 
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -64,11 +65,8 @@ def get(name: str) -> float:
     text = os.environ.get(limit.env, "").strip()
     if not text:
         return limit.default
-    try:
-        value = int(text) if limit.integer else float(text)
-    except ValueError:
-        value = None
-    if value is None or value != value or value < limit.minimum or value > 1e15:
+    value = ascii_int(text) if limit.integer else ascii_float(text)  # int()/float() take '٣', '1_0', 'nan'
+    if value is None or value < limit.minimum or value > 1e15:
         kind = "a whole number" if limit.integer else "a number"
         raise ConfigError(f"{limit.env}={text!r} is not {kind} of at least {limit.minimum:g}",
                           hint=f"{limit.env}: {limit.meaning}")

@@ -47,7 +47,7 @@ def submit(script: Path, *, wait: bool = False, cwd: Path | None = None, poll: f
     except CommandFailed as err:
         raise LaunchError(f"sbatch rejected {script}: {err.stderr_tail.strip()}",
                           hint="check the partition, account and resources with `ckit sites show`") from err
-    match = re.search(r"^(\d+)", result.stdout.strip())
+    match = re.search(r"^([0-9]+)", result.stdout.strip())
     if not match:
         raise LaunchError(f"sbatch gave no job id for {script}: {(result.stderr or result.stdout).strip()}")
     job_id = match.group(1)

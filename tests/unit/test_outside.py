@@ -56,6 +56,7 @@ def test_the_unsafe_class_is_unicodes_control_format_and_separator_characters() 
 def test_ascii_int_reads_only_ascii_digits(text: str, value: int | None) -> None:
     assert ascii_int(text) == value
     assert ascii_int("-3", signed=True) == -3 and ascii_int("-٣", signed=True) is None
+    assert ascii_int("+3", signed=True) is None
 
 
 @pytest.mark.parametrize("text, value", [("1", 1.0), ("0.5", 0.5), (".5", 0.5), ("2e3", 2000.0), ("-1.5", -1.5),

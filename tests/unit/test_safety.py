@@ -152,6 +152,7 @@ def test_read_capped_reads_only_small_regular_files(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("header, expected", [
     ("3", 3.0), ("", None), ("soon", None), ("-5", None), ("Wed, 21 Oct 1970 07:28:00 GMT", 0.0),
+    ("\u00b2", None), ("\u00b9\u00b2", None),  # Latin-1 superscripts: isdigit() said yes, float() raised ValueError
 ])
 def test_retry_after(header: str, expected: float | None) -> None:
     response = requests.Response()
