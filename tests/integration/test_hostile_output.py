@@ -83,6 +83,20 @@ def test_a_job_name_with_control_characters_is_refused_and_shown_escaped(sites: 
     assert inert(ran.stderr)
 
 
+def test_a_site_named_with_a_last_newline_is_refused(tmp_path: Path) -> None:
+    """The name pattern ^[a-z][a-z0-9_-]*$ took "evil\n" (Python's $ matches before a last newline): the job
+    script's comment line ended after the name, and ckit's next words ran as a command."""
+    folder = tmp_path / "sites"
+    folder.mkdir()
+    (folder / "evil\n.yaml").write_text(json.dumps({
+        "name": "evil\n", "description": "d", "scheduler": "slurm", "partitions": {"debug": {"cpus_per_node": 2}},
+        "default_partition": "debug", "runtimes": [{"kind": "none"}], "shared_image_dir": None,
+        "compute_internet": True}))
+    ran = run("--sites", str(folder), "launch", "--site", "evil\n", "--dry-run", "--", "true")
+    clean_failure(ran, 2, says="'evil\\n' does not match the expected form at 'name'")
+    assert "# ckit launch" not in ran.stdout
+
+
 def test_cache_ls_shows_a_cached_images_source_escaped(tmp_path: Path) -> None:
     artifacts = tmp_path / "cache" / "artifacts"
     artifacts.mkdir(parents=True)
