@@ -3,29 +3,35 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 export CKIT_RUN_DIR ?= $(CURDIR)/.run
+export NO_MKDOCS_2_WARNING := 1  # mkdocs-material prints an end-of-life notice on every build
 
-.PHONY: install deps test lint demo bench clean
+.PHONY: install deps test lint docs demo bench clean
 
 install: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,docs]'
 	touch $@
 
 deps:  ## system packages and base images the tests and the demo use
 	bash tests/infra/install.sh
 
 test: deps install
+	$(VENV)/bin/ruff check buildkit tests docs
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mkdocs build --strict --quiet
 	$(VENV)/bin/pytest -q
 
 lint: install
-	$(VENV)/bin/ruff check buildkit tests
+	$(VENV)/bin/ruff check buildkit tests docs
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
+
+docs: install  ## the docs site into .run/site (reference pages generated from the code)
+	$(VENV)/bin/mkdocs build --strict
 
 demo: deps install
 	bash tests/infra/demo.sh

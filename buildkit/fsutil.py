@@ -102,11 +102,28 @@ def _refused(flag: str, path: Path, err: OSError) -> ConfigError:
     return ConfigError(f"{flag} {path}: {err.strerror}")
 
 
+def _check_link(path: Path, flag: str) -> None:
+    """Refuse a symbolic link at the output path that another user made in a folder others may write: ckit follows
+    only this user's links there, or the folder owner's (the kernel's ``protected_symlinks`` rule, which not every
+    file system applies, made ckit's own)."""
+    try:
+        link = os.lstat(path)
+        if not stat.S_ISLNK(link.st_mode):
+            return
+        folder = os.stat(path.parent)
+    except OSError:
+        return
+    if folder.st_mode & 0o022 and link.st_uid not in (os.geteuid(), folder.st_uid):
+        raise ConfigError(f"{flag} {path}: a symbolic link that uid {link.st_uid} made in a folder others may "
+                          "write; ckit does not write through it", hint="remove the link, or write elsewhere")
+
+
 def check_output(path: Path | str, *, inputs: Iterable[Path | str] = (), flag: str = "output") -> Path:
     """The real path an artifact for ``path`` is written to, or a ConfigError (exit 2) saying why ckit may not
     replace what is there. ``inputs`` are the files (or folders) the command reads."""
     path = Path(path)
     _check_name(path, flag)
+    _check_link(path, flag)
     real = Path(os.path.realpath(path))  # a symlink at the path: its target is what gets replaced
     _check_name(real, flag)
     try:

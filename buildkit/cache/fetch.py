@@ -10,17 +10,18 @@ user the registry accepted for that repository before (or when it was public).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..cachedir.holds import is_key
-from ..cachedir.layout import CacheDir, image_ref_name, safe_name
 from ..errors import ConfigError, ConvertError, RegistryError
-from ..fsbase import make_dir
 from ..registry.reference import Reference
+from ..storage.cache import CacheDir, image_ref_name, safe_name
+from ..storage.holds import is_key
+from ..storage.safefs import Unsafe
 from .uri import enroot_form
 
 if TYPE_CHECKING:  # requests loads only when the lean HEAD is not enough (start-up time)
@@ -121,20 +122,35 @@ def ensure(cache: CacheDir, want: Want, log: Log) -> Served:
     if ref.digest and digest != ref.digest:
         raise RegistryError(f"{ref}: the registry names the manifest {digest}, not the digest asked for")
     cache.grant(ref.registry, ref.repository, "public" if want.credentials is None else str(want.uid))
-    if not ref.digest and (cache.read_ref("tags", tag_name(ref)) or {}).get("digest") != digest:
-        cache.write_ref("tags", tag_name(ref), {"ref": str(ref), "digest": digest})
+    if not ref.digest:
+        _record_tag(cache, want, digest)
     return _cached(cache, want, digest) or _make_once(cache, want, client, digest, log)
+
+
+def _record_tag(cache: CacheDir, want: Want, digest: str) -> None:
+    """Remember which digest the tag named (for offline gets), in this user's tree when it has one."""
+    name = tag_name(want.ref)
+    try:
+        seen = cache.read_ref(cache.writer(), "tags", name)
+        if (seen or {}).get("digest") != digest:
+            cache.write_ref("tags", name, {"ref": str(want.ref), "digest": digest}, private=_private(want))
+    except (ConfigError, OSError, Unsafe):
+        pass  # a reader of a folder it cannot write: nothing to remember, nothing lost
+
+
+def _private(want: Want) -> bool:
+    return want.credentials is not None
 
 
 def _make_once(cache: CacheDir, want: Want, client: Any, digest: str, log: Log) -> Served:
     """One producer per image and format: the others wait on its lease, cheaply (no converter loaded, no more
-    requests), and take the record it writes as soon as it is there."""
-    from ..lease import Lease
+    requests), and take the record it writes as soon as it is there. A trusted writer other than this user that
+    converts the image already is waited for too (for at most the lease wait), so a cluster whose users trust one
+    converter converts each image once."""
+    from ..storage.lease import Lease
 
     ref = want.ref
     name = image_ref_name(ref.registry, ref.repository, digest, want.target, want.compression)
-    make_dir(cache.store.locks, cache.root)
-    lease = Lease(cache.store.locks / f"{name}.lease", holder=cache.store.holder, on_wait=log)
     made_elsewhere: list[Served] = []
 
     def done() -> bool:
@@ -143,6 +159,11 @@ def _make_once(cache: CacheDir, want: Want, client: Any, digest: str, log: Log) 
             made_elsewhere.append(hit)
         return hit is not None
 
+    store = cache.writer()
+    if _await_trusted(cache, store, name, done, log):
+        return made_elsewhere[0]
+    store.ensure()
+    lease = Lease(store.locks / f"{name}.lease", holder=cache.holder, on_wait=log)
     if not lease.acquire(until=done):
         return made_elsewhere[0]
     try:
@@ -151,26 +172,54 @@ def _make_once(cache: CacheDir, want: Want, client: Any, digest: str, log: Log) 
         lease.release()
 
 
+def _await_trusted(cache: CacheDir, writer: Any, name: str, done: Callable[[], bool], log: Log) -> bool:
+    """Wait while another trusted tree's live lease converts ``name``; whether the result arrived meanwhile."""
+    from ..storage.lease import Watch, read_owner, stale_seconds, wait_seconds
+
+    watches = {s.locks / f"{name}.lease": Watch(stale_seconds()) for s in cache.readers() if s.root != writer.root}
+    began = time.monotonic()
+    while watches:
+        for path, watch in list(watches.items()):
+            seen = read_owner(path)
+            if seen is None or seen[1] is None or watch.is_stale(*seen):
+                del watches[path]
+        if not watches or time.monotonic() - began > wait_seconds():
+            return False
+        if done():
+            return True
+        if time.monotonic() - began > 1 and not int(time.monotonic() - began) % 15:
+            log(f"waiting for {', '.join(str(p.parent.parent) for p in watches)} to finish converting this image")
+        time.sleep(0.25)
+    return False
+
+
 def tag_name(ref: Reference) -> str:
     """The tag record of a reference by tag: ``<registry>+<repo>:<tag>``."""
     return safe_name(f"{ref.registry}/{ref.repository}:{ref.reference}")
 
 
+def _names(record: dict[str, Any], want: Want, digest: str) -> bool:
+    """The record is one for this digest, format and compression (a record found under another name is not)."""
+    return is_key(record.get("key")) and record.get("digest") == digest and record.get("target") == want.target \
+        and record.get("compression") == want.compression
+
+
 def _cached(cache: CacheDir, want: Want, digest: str, offline: bool = False,
             warnings: tuple[str, ...] = ()) -> Served | None:
     ref = want.ref
-    record = cache.read_ref("images", image_ref_name(ref.registry, ref.repository, digest, want.target,
-                                                     want.compression))
-    if not record or not is_key(record.get("key")):
-        return None  # a record names a key, never a path
-    key = record["key"]
-    if want.holder:  # hold and stamp the use before looking: an evictor that sees neither has not removed it yet
-        cache.hold(key, want.holder)
-    cache.touch(key)
-    entry = cache.artifact(key, want.target, verifier(want.target))
-    if entry is None:
-        return None
-    return Served(entry.path, key, digest, False, offline, warnings)
+    name = image_ref_name(ref.registry, ref.repository, digest, want.target, want.compression)
+    for store in cache.readers():
+        record = cache.read_ref(store, "images", name)
+        if record is None or not _names(record, want, digest):
+            continue  # a record names a key, never a path
+        key = record["key"]
+        if want.holder:  # hold and stamp the use before looking: an evictor that sees neither has not removed it
+            cache.hold(key, want.holder)
+        cache.touch(key)
+        entry = store.get(key, want.target, verifier(want.target))
+        if entry is not None:
+            return Served(entry.path, key, digest, False, offline, warnings)
+    return None
 
 
 def _offline(cache: CacheDir, want: Want, err: RegistryError, log: Log) -> Served:
@@ -178,14 +227,14 @@ def _offline(cache: CacheDir, want: Want, err: RegistryError, log: Log) -> Serve
     warnings: tuple[str, ...] = ()
     digest = ref.digest
     if digest is None:
-        seen = cache.read_ref("tags", tag_name(ref))
-        if not seen or not isinstance(seen.get("digest"), str):
+        seen = [r for _, r in cache.find_refs("tags", tag_name(ref)) if isinstance(r.get("digest"), str)]
+        if not seen:
             raise RegistryError(f"{err.message}; {ref} has never been cached here", hint=err.hint) from err
-        digest = seen["digest"]
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(seen.get("time") or 0))
+        digest = seen[0]["digest"]
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(seen[0].get("time") or 0))
         warnings = (f"registry {ref.registry} cannot be reached: serving {ref} as {digest}, the digest the tag "
                     f"named on {when}",)
-    if not cache.granted(ref.registry, ref.repository, want.uid):
+    if not cache.granted(ref.registry, ref.repository):
         raise RegistryError(f"{err.message}; the registry never confirmed this user's access to {ref.repository}, "
                             "so the cached copy is not served", hint="retry when the registry can be reached")
     found = _cached(cache, want, digest, offline=True, warnings=warnings)
@@ -213,8 +262,8 @@ def _produce(cache: CacheDir, want: Want, client: Any, digest: str, log: Log) ->
     record = {"ref": str(ref), "digest": digest, "key": key, "target": want.target,
               "compression": want.compression, "source_digest": source_digest}
     cache.write_ref("images", image_ref_name(ref.registry, ref.repository, digest, want.target, want.compression),
-                    record)
-    entry = cache.artifact(key, want.target)
+                    record, private=_private(want))
+    entry = cache.writer().get(key, want.target)
     if entry is None:
         raise ConvertError(f"{ref}: the cached artifact vanished right after it was made",
                            hint="the cache may be too small for this image: raise max_size")
@@ -231,19 +280,19 @@ def _convert(cache: CacheDir, want: Want, client: Any, pinned: Reference, log: L
 
     # the image read with the caller's client (the credentials that passed the access check)
     source = RegistrySource(enroot_form(pinned), pinned, lambda: client, blob_chunks)
-    plan = convert.plan(source, want.target, compress=want.compression)
+    plan = dataclasses.replace(convert.plan(source, want.target, compress=want.compression), private=_private(want))
     if want.holder:
         cache.hold(plan.key, want.holder)
     log(f"converting {want.ref} ({pinned.digest}) to .{want.target} {plan.compression.label}: the first use of it "
         "with this cache")
-    result = convert.execute(plan, cache.store)
+    result = convert.execute(plan, cache.writer())
     return plan.key, not result.cache_hit, plan.source_digest
 
 
 def _store_artifact(cache: CacheDir, want: Want, client: Any, pinned: Reference, kind: Any,
                     log: Log) -> tuple[str, bool]:
     """A ``.sif``/``.sqsh`` pushed as an artifact: its layer is the file, downloaded verified into the cache."""
-    from ..store import make_key
+    from ..storage.store import make_key
 
     if kind.name != want.target:
         raise ConfigError(f"{want.ref} is a .{kind.name} artifact, not a container image or a .{want.target}",
@@ -251,7 +300,7 @@ def _store_artifact(cache: CacheDir, want: Want, client: Any, pinned: Reference,
     data = client.get_manifest(pinned.repository, str(pinned.digest)).json()
     layer = next(x for x in data.get("layers", []) if x.get("mediaType") == kind.layer_type)
     key = make_key(artifact_digest=layer["digest"], target=kind.name)
-    store = cache.store
+    store = cache.writer()
     if store.get(key, kind.name, verifier(kind.name)) is not None:
         return key, False
     if want.holder:
@@ -272,5 +321,5 @@ def _store_artifact(cache: CacheDir, want: Want, client: Any, pinned: Reference,
             raise
         meta = {"source": str(pinned), "source_digest": layer["digest"], "target": kind.name,
                 "compression": "artifact", "created": int(time.time())}
-        store.publish(key, kind.name, temp, meta, verifier(kind.name))
+        store.publish(key, kind.name, temp, meta, verifier(kind.name), private=_private(want))
     return key, True

@@ -51,9 +51,10 @@ def _flag(value: str | None) -> bool:
 def get(uri_text: str, env: Mapping[str, str]) -> tuple[Served, str | None]:
     """What ``get`` serves, and the cache folder when waiting peers may take the same answer (see
     :mod:`.peers`): not when it was served offline, nor when the cache folder depends on the step."""
-    from ..cachedir.layout import CacheDir
     from ..image.squashfs import choose
-    from ..lease import STALE_ENV
+    from ..storage.cache import CacheDir
+    from ..storage.lease import STALE_ENV
+    from ..storage.store import default_root
     from . import config as config_mod
     from .fetch import Want, ensure
     from .netrc import lookup
@@ -71,28 +72,32 @@ def get(uri_text: str, env: Mapping[str, str]) -> tuple[Served, str | None]:
     compression = choose(cfg.compression, cfg.allowed_compressions, target="sqsh", site_name=cfg.origin)
     insecure = _flag(env.get("ENROOT_ALLOW_HTTP")) or uri.ref.registry in cfg.allow_http
     holder = holder_id(env)
-    cache = CacheDir(cfg.cache, cfg.hold_max_age)
-    cache.store.holder, cache.store.on_wait = holder, log
+    # a user who may not write the cache converts into their own store instead (and reads the cache still)
+    cache = CacheDir(cfg.cache, cfg.hold_max_age, fallback=default_root())
+    cache.holder, cache.on_wait = holder, log
     want = Want(uri.ref, "sqsh", compression.label, credentials, insecure=insecure, holder=holder, uid=os.getuid())
     served = ensure(cache, want, log)
     if served.converted and cfg.max_size is not None:
         for gone in cache.evict(cfg.max_size):
             log(f"evicted {gone.meta.get('source') or gone.key} ({gone.size / 1e6:.0f} MB, least recently used)")
     per_step = any(name in cfg.variables for name in peers.HOLDER_VARS)
-    return served, None if served.offline or per_step else str(cfg.cache)
+    tree = cache.own_root()
+    return served, None if served.offline or per_step or tree is None else str(tree)
 
 
 def serve_shared(shared: peers.Shared, env: Mapping[str, str]) -> str | None:
-    """The path a peer served, once this step holds it and it is still the file the peer served; None otherwise
-    (then the ordinary path runs). Loads nothing but the standard library."""
-    from ..cachedir import holds
+    """The path a peer served, once this step holds it (in the tree where the peer, the same user, keeps its
+    holds) and it is still the file the peer served; None otherwise (then the ordinary path runs). Loads nothing
+    but the standard library."""
     from ..fsbase import identity
+    from ..storage import holds
+    from ..storage.safefs import Unsafe
 
     try:
         holds.hold(shared.root, shared.key, holder_id(env))  # before the look, as the ordinary path does
         holds.touch(shared.root, shared.key)
         same = identity(shared.path) == shared.ident
-    except (OSError, ValueError):
+    except (OSError, ValueError, Unsafe):
         return None
     return shared.path if same else None
 
@@ -114,9 +119,11 @@ def _get(uri: str, env: Mapping[str, str], claimed: peers.Marker | peers.Peer | 
 
 def release(env: Mapping[str, str]) -> int:
     """Drop this step's holds; never fails (Pyxis may call it twice, and after a SIGKILL)."""
-    from ..cachedir.layout import CacheDir
     from ..errors import CkitError
-    from ..lease import clear_if_gone
+    from ..storage.cache import CacheDir
+    from ..storage.lease import clear_if_gone
+    from ..storage.store import default_root
+    from ..storage.trust import tree_name
     from . import config as config_mod
 
     holder = holder_id(env)
@@ -126,9 +133,10 @@ def release(env: Mapping[str, str]) -> int:
         log(f"release: nothing to release ({err.message})")
         return 0
     try:
-        dropped = CacheDir(cfg.cache).release(holder)
-        for lease in (cfg.cache / "locks").glob("*.lease"):
-            clear_if_gone(lease, holder)
+        dropped = CacheDir(cfg.cache, fallback=default_root()).release(holder)
+        for tree in (cfg.cache / tree_name(os.geteuid()), default_root()):
+            for lease in (tree / "locks").glob("*.lease"):
+                clear_if_gone(lease, holder)
     except OSError as err:
         log(f"release: {err}")
         return 0

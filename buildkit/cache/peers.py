@@ -4,17 +4,18 @@ When several job steps on one node ask for the same image at once (a shared node
 ``srun`` of one job), one of them converts (or finds the image cached) and the others wait. Each waiter used to
 start the whole importer (configuration, registry client, cache machinery: about 0.1 s of CPU) and ask the
 registry itself, at the same time as the converter ran: on a node with few CPUs that start-up storm costs the
-conversion everyone waits for. So the first ``get`` of a URI leaves a *marker* in the node's temporary folder,
+conversion everyone waits for. So the first ``get`` of a URI leaves a *marker* in its user's private folder of
+the node's temporary folder (``$TMPDIR/ckit-<UID>``, 0700: no other user can plant, lock or read a marker there),
 locked (``flock``, node-local) for as long as it works:
 
 * A ``get`` that finds a live marker lowers its CPU priority first (nice 19; not ``SCHED_IDLE``, which an
   unprivileged process cannot leave again).
-* If the marker is its own user's and was made with the same settings (the same environment apart from the
+* If the marker was made with the same settings (the same environment apart from the
   step's own ``SLURM_JOB_ID``/``SLURM_STEP_ID``), the waiter waits for the marker's lock (a look every
-  10 ms, about 1 ms of CPU a second) and takes the path the first one served: same user, same credentials and configuration, so the same access
-  check and the same answer. It then takes its own hold on the file and checks that the file is still the one
+  10 ms, about 1 ms of CPU a second) and takes the path the first one served: same user, same credentials and
+  configuration, so the same access check and the same answer. It then takes its own hold on the file and checks that the file is still the one
   that was served (:func:`buildkit.cache.importer.serve_shared`); only the standard library is loaded.
-* Anything else (another user's marker, other settings, the first ``get`` failed, was killed, served from the
+* Anything else (other settings, the first ``get`` failed, was killed, served from the
   cache without reaching the registry, or is still at work after :data:`WAIT_LIMIT`) sends the waiter down the
   ordinary path: its own access check, the cluster cache's lease and records. The marker never decides what is
   served on its own.
@@ -79,9 +80,23 @@ def _digest(text: str) -> str:
     return f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}"
 
 
-def marker_path(uri: str, env: Mapping[str, str]) -> str:
-    folder = env.get("TMPDIR") or "/tmp"  # noqa: S108 (node-local; written O_EXCL under a name of its own, linked)
-    return os.path.join(folder, f"ckit-importer-{_digest(uri)}.busy")
+def marker_path(uri: str, env: Mapping[str, str]) -> str | None:
+    """Where the marker of ``uri`` goes: this user's private folder in the node's temporary folder (made 0700;
+    None when what is there is not this user's alone, e.g. a folder or link another user planted)."""
+    folder = os.path.join(env.get("TMPDIR") or "/tmp", f"ckit-{os.geteuid()}")  # noqa: S108 (checked below)
+    try:
+        os.mkdir(folder, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return None
+    try:
+        st = os.lstat(folder)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        return None
+    return os.path.join(folder, f"importer-{_digest(uri)}.busy")
 
 
 def settings(env: Mapping[str, str]) -> str:
@@ -134,7 +149,7 @@ def _own_marker(path: str, uri: str, env: Mapping[str, str]) -> int | None:
     own = f"{path}.{os.getpid()}"
     quietly(os.unlink, own)  # a crashed process's of the same pid (another user's is not ours: O_EXCL fails)
     try:
-        fd = os.open(own, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        fd = os.open(own, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except OSError:
         return None
     try:
@@ -151,8 +166,8 @@ def claim(uri: str, env: Mapping[str, str]) -> Marker | Peer | None:
     or, when a live process already left one, step aside and return a :class:`Peer` to :func:`wait` for (same
     user, same settings) or None (take the ordinary path)."""
     path = marker_path(uri, env)
-    fd = _own_marker(path, uri, env)
-    if fd is None:
+    fd = _own_marker(path, uri, env) if path is not None else None
+    if path is None or fd is None:
         return None  # no usable temporary folder: no courtesy, nothing else changes
     own = f"{path}.{os.getpid()}"
     try:

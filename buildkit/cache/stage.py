@@ -4,7 +4,7 @@
   into the site's shared image folder in the cache layout of :mod:`.layout`, and recorded under its tag and
   digest; ``ckit launch --image REF`` then finds it, and the Pyxis importer serves the same file;
 * a ckit stack: its newest engine build, converted and recorded under the stack's name (``--image STACK``);
-* a local ``.sif``/``.sqsh``: copied, verified, as it is named.
+* a local ``.sif``/``.sqsh``: copied, verified, as it is named, into the stager's own tree (``u<UID>/files/``).
 
 The format follows the site's runtime (``.sqsh`` for Pyxis and Charliecloud, ``.sif`` for Singularity/Apptainer, or
 ``--to``: the runtime backends declare it), the
@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..cachedir.layout import CacheDir, safe_name
 from ..errors import ConfigError
+from ..storage import safefs
+from ..storage.cache import CacheDir, safe_name
 
 if TYPE_CHECKING:
     from ..registry.reference import Reference
@@ -140,7 +141,9 @@ def stage_file(src: Path, folder: Path, site: Site | None, target: str | None) -
     kind = detect_kind(src).name
     if site is not None:
         check_fits(src, kind, site, target)
-    staged = copy_verified(src, folder)
+    files = CacheDir(folder).writer().root / "files"  # this user's own tree: nobody else can plant a link there
+    safefs.ensure_dir(files, 0o755)
+    staged = copy_verified(src, files)
     return StageResult(staged.path, staged.digest, staged.size, str(src), "file", kind, "", True)
 
 
@@ -171,7 +174,7 @@ def stage_ref(ref: Reference, folder: Path, *, target: str | None, compression: 
 
         record = {"ref": str(ref), "digest": served.digest}
         for name in {tag_name(ref), safe_name(written.removeprefix("docker://").replace("#", "/", 1))} - {""}:
-            cache.write_ref("tags", name, record)
+            cache.write_ref("tags", name, record, private=want.credentials is not None)
     if site is not None:
         check_fits(served.path, target, site, None)
     return StageResult(served.path, served.digest, served.path.stat().st_size,
@@ -188,7 +191,7 @@ def stage_stack(stack: str, fingerprint: str, image_id: str, folder: Path, *, ta
     cache = CacheDir(folder)
     plan = convert.plan(f"docker-daemon:{image_id}", target, compress=compression, site=site)
     log(f"converting stack {stack} ({image_id[:19]}) to .{target} {plan.compression.label}")
-    result = convert.execute(plan, cache.store)
+    result = convert.execute(plan, cache.writer())
     label = plan.compression.label
     cache.write_ref("stacks", f"{safe_name(stack)}.{target}.{label}",
                     {"stack": stack, "fingerprint": fingerprint, "key": plan.key, "target": target,

@@ -78,7 +78,7 @@ def _failure(err: BuildFailed, stack: str, *, log_shown: bool) -> BuildError:
     stood for them, the error carries the tail and the whole log is kept in a file it names."""
     from ..engine.base import LOG_TAIL_LINES
     from ..fsutil import atomic_write
-    from ..store import default_root
+    from ..storage.store import default_root
 
     where = f" at {err.step}" if err.step else ""
     if log_shown:

@@ -13,7 +13,7 @@ from .app import SETTINGS, DryRunOpt, JsonOpt, app, emit_json, info, say
 
 if TYPE_CHECKING:  # the cache machinery is imported when a command runs (start-up time)
     from ..cache.config import ImporterConfig
-    from ..cachedir.layout import CacheDir
+    from ..storage.cache import CacheDir
 
 cache_app = typer.Typer(help="The shared image cache: what the Pyxis importer serves and `ckit stage` fills.",
                         no_args_is_help=True)
@@ -31,7 +31,7 @@ SiteOpt = Annotated[str | None, typer.Option("--site", metavar="SITE",
 
 def _folder(folder: Path | None, site: str | None) -> tuple[CacheDir, ImporterConfig | None]:
     from ..cache import config
-    from ..cachedir.layout import CacheDir
+    from ..storage.cache import CacheDir
 
     if folder is not None:
         return CacheDir(folder), None
@@ -59,24 +59,50 @@ def _source(meta: dict[str, Any]) -> str:
 
 @cache_app.command("ls")
 def ls(folder: FolderOpt = None, site: SiteOpt = None, as_json: JsonOpt = False) -> None:
-    """List the cached images: size, last use, the steps that hold them, where they came from."""
+    """List the cached images: size, last use, the steps that hold them, whose tree holds them, their source."""
+    from ..storage.reuse_files import ReuseSweep
+
     cache, _cfg = _folder(folder, site)
     entries = sorted(cache.entries(), key=lambda e: -e.last_used)
-    reuse = cache.store.sweep_reuse(dry_run=True)  # what the reuse records take, and what no image needs
+    own = cache.own_tree_store()
+    reuse = own.sweep_reuse(dry_run=True) if own is not None else ReuseSweep()  # what no image needs
+    notes = _notes(cache)
     if as_json:
         emit_json({"cache": str(cache.root), "total_size": sum(e.size for e in entries),
-                   "entries": [e.as_json() for e in entries],
+                   "entries": [e.as_json() for e in entries], "notes": notes,
                    "reuse": {"files": reuse.kept, "size": reuse.kept_bytes, "orphaned_files": len(reuse.removed),
                              "orphaned_size": reuse.freed}})
         return
     now = time.time()
     for entry in entries:
         holds = f"held by {len(entry.holds)}" if entry.holds else "-"
+        whose = _user(entry.owner) + ("" if entry.trusted else " (not trusted)")
         say(f"{shown(entry.key)[:12]}  {entry.size / 1e6:9.1f} MB  used {_age(now - entry.last_used):>4} ago  "
-            f"{holds:<11} {_source(entry.meta)}")
-    info(f"{len(entries)} images, {sum(e.size for e in entries) / 1e9:.2f} GB in {cache.root}; reuse records "
+            f"{holds:<11} {shown(whose):<24} {_source(entry.meta)}")
+    for note in notes:
+        info(f"note: {note}")
+    info(f"{len(entries)} images, {sum(e.size for e in entries) / 1e9:.2f} GB in {cache.root}; your reuse records "
          f"{(reuse.kept_bytes + reuse.freed) / 1e6:.1f} MB ({reuse.freed / 1e6:.1f} MB of them no image needs: "
          "`ckit cache prune` removes those)")
+
+
+def _user(uid: int) -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _notes(cache: CacheDir) -> list[str]:
+    """What a reader of this cache should know: an ignored policy, folders of the old shared layout."""
+    notes = [cache.folder.policy().note] if cache.folder.policy().note else []
+    if cache.legacy():
+        notes.append(f"{cache.root} holds folders of the shared layout of earlier ckit versions "
+                     f"({', '.join(cache.legacy())}), which nothing serves any more: the folder's owner may remove "
+                     "them")
+    return notes
 
 
 @cache_app.command("prune")
@@ -92,7 +118,7 @@ def prune(
     """Evict least recently used images no running step holds, and remove what dead conversions left."""
     from ..cache.config import parse_size
     from ..errors import ConfigError
-    from ..lease import stale_seconds
+    from ..storage.lease import stale_seconds
 
     cache, cfg = _folder(folder, site)
     limit = parse_size(max_size, "--max-size") if max_size is not None else (cfg.max_size if cfg else None)

@@ -21,7 +21,7 @@ from .. import process
 from ..errors import BuildError, ConfigError
 from ..image.sif import read_sif
 from ..render.context import write_context
-from ..store import Store, make_key
+from ..storage.store import Store, make_key
 from .base import (
     Availability,
     BuildEvent,

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import store as store_mod
 from ..errors import ConfigError, ConvertError
 from ..fsutil import check_output
 from ..progress import SILENT, Reporter
 from ..reproducible import source_date_epoch
+from ..storage import store as store_mod
 from . import squashfs
 from .registry_source import RegistrySource
 from .source import DaemonSource, DockerArchiveSource, OciLayoutSource, Reader, Source, parse_source
@@ -65,6 +65,7 @@ class ConvertPlan:
     deffile: str  # the definition apptainer records for such a source
     provenance: str  # Enroot's ``# enroot-provenance:`` value ("" for none): where the image came from
     epoch: int | None = None  # SOURCE_DATE_EPOCH, read once when planning (it is part of the key)
+    private: bool = False  # an image fetched with credentials: its artifact is readable by its store's owner only
 
 
 def deffile_text(source: Source) -> str:

@@ -26,11 +26,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import store as store_mod
 from ..config.jsondoc import parse as parse_json
 from ..errors import ConvertError
 from ..fsutil import identity
 from ..progress import Meter, Reporter
+from ..storage import store as store_mod
 from . import malloc, squashfs
 from .cpushare import CpuShare
 from .flatten import Tree
@@ -240,7 +240,7 @@ class _Production:
         """Verify and publish a target's temp file, then record where its layers' data lies in it."""
         from .convert import verifier
 
-        entry = self.store.publish(plan.key, plan.target, temp, meta, verifier(plan.target))
+        entry = self.store.publish(plan.key, plan.target, temp, meta, verifier(plan.target), private=plan.private)
         self._record(plan, entry, stats)
         return entry, stats
 

@@ -5,7 +5,7 @@ Two kinds of file per layer, under the store's root::
     reuse/<sha256 of the key>.rec       where the layer's data lies in one artifact, per (layer, compression, codec)
     reuse/<layer digest hex>.members    the layer's tar members as the header pass read them (written once)
 
-Their framing and the rule that removes them when no artifact needs them are :mod:`buildkit.reuse_files`'s (a
+Their framing and the rule that removes them when no artifact needs them are :mod:`buildkit.storage.reuse_files`'s (a
 record's refs line names its layer, its artifact and that file's identity, and its members body). A ``.rec``
 body (:mod:`.squashfs_record`: arrays, column by column) holds the rest of the key (compression, codec, block
 size, layout), where the artifact's squashfs starts, and the layer's *segment* there (every file of a block or
@@ -42,8 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import reuse_files as files
 from ..fsutil import identity
+from ..storage import reuse_files as files
+from ..storage import safefs
 from . import squashfs_record as record_body
 from .squashfs import COMPRESSOR_IDS
 from .squashfs_blocks import BLOCK_SIZE
@@ -315,7 +316,7 @@ class Records:
         """Write records atomically, each with its layer's members file (encoded or as read, None when there is
         none) unless a sound one is there; what cannot be written is only logged (reuse is an optimisation).
         The members file is written (or touched) just before the record: a sweep spares young files
-        (:mod:`buildkit.reuse_files`), and one that removed it all the same leaves a record that is removed too."""
+        (:mod:`buildkit.storage.reuse_files`), and one that removed it all the same leaves a record that is removed too."""
         for record, members in records:
             try:
                 members_path = self.members_path(record.layer)
@@ -358,10 +359,9 @@ class Records:
 
 
 def _read(path: Path) -> bytes:
-    with path.open("rb") as f:
-        raw = f.read(MAX_RECORD + 1)
-    if len(raw) > MAX_RECORD:
-        raise BadRecord(f"{path.name} is too large")
+    raw = safefs.read_small(path, os.geteuid(), MAX_RECORD)  # the store's own regular file, never through a link
+    if raw is None:  # as good as absent: the layer is converted without reuse
+        raise FileNotFoundError(f"{path.name}: missing, too large or not the store's own file")
     return raw
 
 

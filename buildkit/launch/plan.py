@@ -131,7 +131,7 @@ def classify_image(value: str, site: Site, runtime: Runtime) -> Image:
     if value.startswith(("/", "./", "../", "~")) or value.endswith(_PATH_SUFFIXES):
         return Image("path", value)
     # lazy for start-up time (README, design notes): the CLI imports this module for --help
-    from ..cachedir.lookup import find_staged
+    from ..storage.lookup import find_staged
     from .runtimes import REGISTRY
 
     target = REGISTRY.get(runtime.kind, "--runtime").artifact or None

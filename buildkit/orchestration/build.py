@@ -39,7 +39,7 @@ from ..progress import SILENT, Meter, Reporter
 from ..recipe.catalog import Catalog
 from ..registry.reference import parse
 from ..render.context import ContextFile, build_context
-from ..store import export
+from ..storage.store import export
 
 if TYPE_CHECKING:
     from ..site.model import Site

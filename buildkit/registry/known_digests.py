@@ -7,7 +7,7 @@ nothing when the blob is there. A file ckit pulled is remembered too: its digest
 
 The key is the file's real path, device, inode, size, mtime and ctime (nanoseconds): any write to the file
 or its replacement changes the ctime, so a stale digest is never used. Entries live under
-``<cache dir>/digests/`` (see :func:`buildkit.store.default_root`), one small file each.
+``<cache dir>/digests/`` (see :func:`buildkit.storage.store.default_root`), one small file each.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..fsutil import atomic_write
 from ..outside import ascii_int
-from ..store import default_root
+from ..storage.store import default_root
 
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..image.source import DaemonSource
-from ..store import default_root
+from ..storage.store import default_root
 from . import annotations as notes
 from .artifacts import push_artifact
 from .client import Progress, RegistryClient

@@ -26,7 +26,7 @@ import docker
 import docker.errors
 
 from buildkit.image.convert import convert
-from buildkit.store import Store
+from buildkit.storage.store import Store
 from tests.bench import BenchResult, sh
 from tests.infra import components
 

@@ -41,7 +41,7 @@ from pathlib import Path
 from buildkit.image.convert import convert
 from buildkit.image.flatten import as_layer_tars, flatten
 from buildkit.image.squashfs_writer import write
-from buildkit.store import Store
+from buildkit.storage.store import Store
 from tests.bench import BenchResult, sh
 from tests.bench.incremental_image import EPOCH, NOT_IN_PYTHON_TREE, layout, rootfs
 from tests.infra import components

@@ -17,8 +17,8 @@ import threading
 import time
 from pathlib import Path
 
-from buildkit.cachedir.layout import image_ref_name
 from buildkit.registry.client import RegistryClient
+from buildkit.storage.cache import image_ref_name
 from tests.integration.pyxis_helpers import importer, pyxis_env, spawn, unsquash_check
 from tests.integration.registry_helpers import CKIT, ckit, unique_repo
 
@@ -78,8 +78,20 @@ def shared_folder(tmp_path: Path, name: str) -> Path:
     return folder
 
 
+def own(cache: Path) -> Path:
+    """This user's tree of a cache folder (where its conversions go)."""
+    return cache / f"u{os.geteuid()}"
+
+
+def wait_for_lease(tree: Path, proc: subprocess.Popen[str], limit: float) -> None:
+    """Until a conversion's lease is in ``tree`` (or the process ended, or ``limit`` seconds passed)."""
+    deadline = time.monotonic() + limit
+    while not list((tree / "locks").glob("*.lease")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
 def final_files(cache: Path) -> list[Path]:
-    return [p for p in (cache / "artifacts").glob("*.sqsh") if not p.name.startswith(".")]
+    return [p for p in (own(cache) / "artifacts").glob("*.sqsh") if not p.name.startswith(".")]
 
 
 def test_kill_9_at_random_moments_never_serves_a_partial_file(registry, tmp_path: Path) -> None:
@@ -100,11 +112,15 @@ def test_kill_9_at_random_moments_never_serves_a_partial_file(registry, tmp_path
         cache = shared_folder(tmp_path, f"trial{trial}")
         killed_env = pyxis_env(home, cache, job=1000 + trial)
         proc = spawn("get", uri, env=killed_env)
-        delay = rng.uniform(0.05, cold * 1.1)
+        if trial % 2:  # half the kills land in the conversion itself: after its lease appears, whatever the load
+            wait_for_lease(own(cache), proc, 60)
+            delay = rng.uniform(0.0, cold * 0.3)
+        else:
+            delay = rng.uniform(0.05, cold * 1.1)
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.communicate()
-        state = ("finished" if proc.returncode == 0 else "during conversion" if list((cache / "locks").glob("*.lease"))
+        state = ("finished" if proc.returncode == 0 else "during conversion" if list((own(cache) / "locks").glob("*.lease"))
                  else "before or between steps")
         outcomes[state] = outcomes.get(state, 0) + 1
         why = f"seed {seed}, trial {trial}, killed after {delay:.2f} s ({state})"
@@ -118,7 +134,7 @@ def test_kill_9_at_random_moments_never_serves_a_partial_file(registry, tmp_path
         served = Path(after.stdout.strip())
         assert hashlib.sha256(served.read_bytes()).hexdigest() == expected, why
         unsquash_check(served)
-        leftovers = [p.name for p in (cache / "artifacts").glob(".*")] + [p.name for p in (cache / "work").glob("*")]
+        leftovers = [p.name for p in (own(cache) / "artifacts").glob(".*")] + [p.name for p in (own(cache) / "work").glob("*")]
         assert leftovers == [], f"{why}: {leftovers}"
     print(f"kill -9 trials: {outcomes}")
     assert outcomes.get("during conversion", 0) >= 3, f"seed {seed}: too few kills hit a conversion: {outcomes}"
@@ -177,7 +193,7 @@ def test_eviction_under_concurrent_readers_loses_nothing_in_use(registry, tmp_pa
 SPIN = """
 import sys, time
 from pathlib import Path
-from buildkit.store import Store
+from buildkit.storage.store import Store
 store = Store(Path(sys.argv[1]))
 lease = store.lock(sys.argv[2])
 lease.__enter__()
@@ -222,7 +238,7 @@ def test_a_stuck_converter_does_not_wedge_the_cluster_cache(registry, tmp_path: 
     host, repo_tag = ref.split("/", 1)
     repo = repo_tag.split(":")[0]
     manifest_digest = RegistryClient(host).head_manifest(repo, "1").digest
-    spinner = spinning_holder(cache, image_ref_name(host, repo, manifest_digest, "sqsh", "zstd:-3"))
+    spinner = spinning_holder(own(cache), image_ref_name(host, repo, manifest_digest, "sqsh", "zstd:-3"))
     try:
         env = pyxis_env(home, cache, extra={"CKIT_LOCK_STALE_SECONDS": "3"})
         got = importer("get", f"docker://{host}#{repo_tag}", env=env, timeout=90)
@@ -242,15 +258,13 @@ def test_release_after_a_killed_get_frees_its_lease_at_once(registry, tmp_path: 
     home = shared_folder(tmp_path, "home")
     env = pyxis_env(home, cache, job=77, extra={"CKIT_LOCK_STALE_SECONDS": "600"})
     proc = spawn("get", uri, env=env)
-    deadline = time.monotonic() + 60
-    while not list((cache / "locks").glob("*.lease")) and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.01)
+    wait_for_lease(own(cache), proc, 60)
     proc.send_signal(signal.SIGKILL)
     proc.communicate()
     for _ in range(2):
         released = importer("release", env=env)
         assert (released.returncode, released.stdout) == (0, "")
-    assert list((cache / "locks").glob("*.lease")) == []
+    assert list((own(cache) / "locks").glob("*.lease")) == []
     began = time.monotonic()
     again = importer("get", uri, env=pyxis_env(home, cache, job=78, extra={"CKIT_LOCK_STALE_SECONDS": "600"}))
     assert again.returncode == 0, again.stderr

@@ -30,7 +30,7 @@ from buildkit.image.model import ImageConfig
 from buildkit.image.sif import read_sif
 from buildkit.image.source import DaemonSource
 from buildkit.registry.source import reader
-from buildkit.store import Store
+from buildkit.storage.store import Store
 from tests.infra.containers import remove_images
 
 EDGE_REPO = "localhost/ckit-convert-edge"

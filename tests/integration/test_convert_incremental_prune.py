@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.cachedir.layout import CacheDir
 from buildkit.image.convert import convert
 from buildkit.image.squashfs_reuse import Records
 from buildkit.image.squashfs_writer import codec_version
-from buildkit.reuse_files import members_name
-from buildkit.store import Store
+from buildkit.storage.cache import CacheDir
+from buildkit.storage.reuse_files import members_name
+from buildkit.storage.store import Store
 from tests.integration.hostile_images import sha
 from tests.integration.registry_helpers import ckit
 from tests.integration.test_convert_incremental import BASE, _archive, _top
@@ -31,15 +31,22 @@ def _epoch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
 
 
+def _store_root(root: Path) -> Path:
+    """A store's folder: a cache folder's is this user's tree in it."""
+    tree = root / f"u{os.geteuid()}"
+    return tree if tree.is_dir() else root
+
+
 def _aged(root: Path) -> None:
     """Reuse files as a later prune sees them: older than the grace period spent on files a producer may be
     about to name."""
-    for path in (root / "reuse").iterdir():
+    for path in (_store_root(root) / "reuse").iterdir():
         os.utime(path, (HOUR_AGO, HOUR_AGO))
 
 
 def _reuse(root: Path) -> list[str]:
-    return sorted(p.name for p in (root / "reuse").iterdir()) if (root / "reuse").is_dir() else []
+    folder = _store_root(root) / "reuse"
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
 
 
 def _expected(layers: list[bytes]) -> list[str]:
@@ -57,10 +64,10 @@ def _prune(cache: Path, max_size: int) -> dict:  # type: ignore[type-arg]
 
 def test_prune_drops_the_reuse_files_of_evicted_outputs_and_keeps_the_shared_ones(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    store = CacheDir(cache).store
+    store = CacheDir(cache).writer()
     before = convert(_archive(tmp_path / "a.tar", [*BASE, _top("a")]), "sqsh", store=store)
     now = convert(_archive(tmp_path / "b.tar", [*BASE, _top("b")]), "sqsh", store=store)
-    meta = cache / "artifacts" / f"{before.key}.json"  # no use stamp: the older creation is evicted first
+    meta = _store_root(cache) / "artifacts" / f"{before.key}.json"  # no use stamp: the older creation is evicted first
     meta.write_text(json.dumps({**json.loads(meta.read_text()), "created": int(HOUR_AGO)}))
     _aged(cache)
     listed = json.loads(ckit("cache", "ls", "--cache", str(cache), "--json").stdout)["reuse"]
@@ -84,7 +91,7 @@ def test_prune_drops_the_reuse_files_of_evicted_outputs_and_keeps_the_shared_one
 
 def test_the_dry_run_says_what_would_go(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    convert(_archive(tmp_path / "a.tar", [*BASE, _top("a")]), "sqsh", store=CacheDir(cache).store)
+    convert(_archive(tmp_path / "a.tar", [*BASE, _top("a")]), "sqsh", store=CacheDir(cache).writer())
     _aged(cache)
     done = ckit("cache", "prune", "--cache", str(cache), "--max-size", "0", "--dry-run", "--json")
     assert json.loads(done.stdout)["reuse"]["removed_members"] == 3
@@ -97,7 +104,7 @@ def test_the_dry_run_says_what_would_go(tmp_path: Path) -> None:
 def test_eviction_after_a_conversion_sweeps_too(tmp_path: Path) -> None:
     """What the Pyxis importer calls when the cache outgrows its max_size."""
     cache = CacheDir(tmp_path / "cache")
-    convert(_archive(tmp_path / "a.tar", [*BASE, _top("a")]), "sqsh", store=cache.store)
+    convert(_archive(tmp_path / "a.tar", [*BASE, _top("a")]), "sqsh", store=cache.writer())
     _aged(cache.root)
     assert len(cache.evict(0)) == 1 and _reuse(cache.root) == []
 
@@ -118,14 +125,14 @@ def _earlier_removed(cache: CacheDir, key: str) -> None:
     for entry in cache.entries():
         if entry.key == key:
             assert cache.remove(entry)
-            cache.store.sweep_reuse(grace=0)
+            cache.writer().sweep_reuse(grace=0)
 
 
 @pytest.mark.parametrize("moment", ["before the earlier output is opened", "while the earlier output is copied"])
 def test_a_prune_during_a_reconversion_gives_the_cold_bytes(moment: str, tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     cache = CacheDir(tmp_path / "cache")
-    first = convert(_archive(tmp_path / "a.tar", [*BASE, _top("a")]), "sqsh", store=cache.store)
+    first = convert(_archive(tmp_path / "a.tar", [*BASE, _top("a")]), "sqsh", store=cache.writer())
     real_open = Records.open
 
     def opening(self: Records, record, decompress):  # type: ignore[no-untyped-def]
@@ -138,7 +145,7 @@ def test_a_prune_during_a_reconversion_gives_the_cold_bytes(moment: str, tmp_pat
 
     monkeypatch.setattr(Records, "open", opening)
     source = _archive(tmp_path / "b.tar", [*BASE, _top("b")])
-    warm = convert(source, "sqsh", store=cache.store)
+    warm = convert(source, "sqsh", store=cache.writer())
     monkeypatch.undo()
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     assert not first.path.exists()
@@ -146,7 +153,7 @@ def test_a_prune_during_a_reconversion_gives_the_cold_bytes(moment: str, tmp_pat
     assert (warm.reused_bytes > 0) == moment.startswith("while")
     # the new output's records were written, with their members files written again where the sweep took them
     assert _reuse(cache.root) == _expected([*BASE, _top("b")])
-    records = Records(cache.root)
+    records = Records(_store_root(cache.root))
     assert all(records.find(sha(layer), *CODEC) is not None for layer in (*BASE, _top("b")))
 
 
@@ -165,7 +172,7 @@ def test_reconversions_while_another_process_prunes_all_the_time(tmp_path: Path)
                 for entry in cache.entries():
                     if entry.key in earlier:
                         cache.remove(entry)
-                cache.store.sweep_reuse(grace=0)
+                cache.writer().sweep_reuse(grace=0)
                 sweeps[0] += 1
             except Exception as err:  # noqa: BLE001 - reported by the test
                 failures.append(repr(err))
@@ -175,7 +182,7 @@ def test_reconversions_while_another_process_prunes_all_the_time(tmp_path: Path)
     thread.start()
     try:
         for source in sources:
-            warm = convert(source, "sqsh", store=cache.store)
+            warm = convert(source, "sqsh", store=cache.writer())
             data = warm.path.read_bytes()
             if source != sources[-1]:
                 earlier.append(warm.key)

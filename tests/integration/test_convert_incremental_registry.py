@@ -21,7 +21,7 @@ import pytest
 from buildkit.image import produce as produce_mod
 from buildkit.image.convert import convert, convert_many
 from buildkit.registry import source as registry_source
-from buildkit.store import Store
+from buildkit.storage.store import Store
 from tests.integration.hostile_images import oci_layout, sha
 from tests.integration.test_convert_incremental import BASE, CHANGES, _top
 

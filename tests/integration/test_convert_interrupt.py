@@ -15,7 +15,7 @@ import docker
 import pytest
 
 from buildkit.image.convert import verifier
-from buildkit.store import Store
+from buildkit.storage.store import Store
 
 TRIALS = 6
 

@@ -24,7 +24,7 @@ from buildkit.errors import ConvertError
 from buildkit.image import engine_storage
 from buildkit.image.convert import convert
 from buildkit.image.source import DaemonSource
-from buildkit.store import Store
+from buildkit.storage.store import Store
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ newline keeps ``ckit jobs``'s columns (squeue's answer is parsed by a separator 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -98,14 +99,15 @@ def test_a_site_named_with_a_last_newline_is_refused(tmp_path: Path) -> None:
 
 
 def test_cache_ls_shows_a_cached_images_source_escaped(tmp_path: Path) -> None:
-    artifacts = tmp_path / "cache" / "artifacts"
+    """A co-tenant's tree in the shared cache: its records say where an image came from, in any bytes."""
+    artifacts = tmp_path / "cache" / f"u{os.getuid()}" / "artifacts"  # a user's tree of the cache
     artifacts.mkdir(parents=True)
-    key = "\x1b]0;k\x07" + "a" * 20
-    (artifacts / f"{key}.json").write_text(json.dumps({"target": "sqsh", "source": EVIL}))
+    key = "a" * 64
+    (artifacts / f"{key}.json").write_text(json.dumps({"key": key, "target": "sqsh", "source": EVIL}))
     (artifacts / f"{key}.sqsh").write_bytes(b"hsqs")
     listed = run("cache", "ls", "--cache", str(tmp_path / "cache"))
     human(listed)
-    assert listed.stdout.startswith("\\x1b]0;k\\x07  ") and listed.stdout.rstrip("\n").endswith(EVIL_SHOWN)
+    assert listed.stdout.startswith("aaaaaaaaaaaa  ") and listed.stdout.rstrip("\n").endswith(EVIL_SHOWN)
     exact = json.loads(run("cache", "ls", "--cache", str(tmp_path / "cache"), "--json").stdout)
     assert [(e["key"], e["source"]) for e in exact["entries"]] == [(key, EVIL)]
 

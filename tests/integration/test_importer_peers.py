@@ -50,9 +50,11 @@ def test_the_first_get_leaves_a_locked_marker_and_removes_it(tmp_path: Path) -> 
     assert marker.path == peers.marker_path(URI, env_for(tmp_path))
     lines = Path(marker.path).read_text().split("\n")
     assert lines[0].split()[0] == str(os.getpid()) and lines[2] == URI
-    assert sorted(p.name for p in tmp_path.iterdir()) == [Path(marker.path).name]  # its own name was only a step
+    folder = Path(marker.path).parent
+    assert folder == tmp_path / f"ckit-{os.geteuid()}" and folder.stat().st_mode & 0o777 == 0o700
+    assert sorted(p.name for p in folder.iterdir()) == [Path(marker.path).name]  # its own name was only a step
     peers.drop(marker)
-    assert list(tmp_path.iterdir()) == []
+    assert list(folder.iterdir()) == []
 
 
 def test_a_get_of_the_same_user_and_settings_waits_and_takes_what_was_served(tmp_path: Path) -> None:
@@ -107,17 +109,30 @@ def test_a_waiter_gives_up_at_its_time_limit(tmp_path: Path) -> None:
 
 
 def test_a_marker_of_a_process_that_is_gone_is_replaced(tmp_path: Path) -> None:
-    marker = Path(peers.marker_path(URI, env_for(tmp_path)))
+    marker = Path(str(peers.marker_path(URI, env_for(tmp_path))))
     marker.write_text(f"{2**22 + 12345} 1\n")  # beyond pid_max: no such process
     assert outcome(child(env_for(tmp_path)))[:2] == ("Marker", 0)
     marker.write_text(f"{os.getpid()} 1\n")  # a live pid with another start time: a reused pid, not the maker
     assert outcome(child(env_for(tmp_path)))[:2] == ("Marker", 0)
 
 
+def test_a_private_folder_another_user_made_is_never_used(tmp_path: Path) -> None:
+    """A co-tenant who made the folder (or a link by its name) before this user could plant, lock or read markers
+    there: this user's get leaves none, waits for none and keeps its priority."""
+    folder = tmp_path / f"ckit-{os.geteuid()}"
+    folder.mkdir(mode=0o777)
+    os.chown(folder, 65534, 65534)
+    assert peers.marker_path(URI, env_for(tmp_path)) is None
+    assert outcome(child(env_for(tmp_path))) == ("NoneType", 0, "-")
+    folder.rmdir()
+    folder.symlink_to(tmp_path)
+    assert outcome(child(env_for(tmp_path))) == ("NoneType", 0, "-")
+
+
 def test_a_symlink_in_place_of_the_marker_is_never_followed(tmp_path: Path) -> None:
     victim = tmp_path / "victim"
     victim.write_text("keep\n")
-    marker = Path(peers.marker_path(URI, env_for(tmp_path)))
+    marker = Path(str(peers.marker_path(URI, env_for(tmp_path))))
     marker.symlink_to(victim)
     kind, nice, _ = outcome(child(env_for(tmp_path)))
     assert nice == 0  # a symlink is no live marker

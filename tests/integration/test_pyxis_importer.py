@@ -74,10 +74,16 @@ def shared() -> Iterator[Path]:
 
 
 def fresh(shared: Path, name: str) -> Path:
+    """A cluster cache as the admin guide makes it: every user may write it, sticky."""
     folder = shared / name
-    folder.mkdir(mode=0o777)
-    folder.chmod(0o777)
+    folder.mkdir()
+    folder.chmod(0o1777)
     return folder
+
+
+def tree(cache: Path, uid: int = 0) -> Path:
+    """The user's own tree of the cache (this test runs as root)."""
+    return cache / f"u{uid}"
 
 
 def home(shared: Path, name: str) -> Path:
@@ -109,14 +115,16 @@ def test_get_prints_only_the_path_and_release_twice_is_harmless(acl: Acl, privat
     assert got.returncode == 0, got.stderr
     assert got.stdout.count("\n") == 1 and got.stdout.endswith("\n")  # the path and nothing else
     path = Path(got.stdout.strip())
-    assert path.is_absolute() and path.parent == cache / "artifacts" and path.stat().st_mode & 0o444 == 0o444
+    assert path.is_absolute() and path.parent == tree(cache) / "artifacts"
+    assert path.stat().st_mode & 0o777 == 0o600  # fetched with alice's credentials: hers alone
     assert "squashfs-root/bin/busybox" in unsquash_check(path)
-    tree = rootfs(path, tmp_path / "rootfs")
-    digest = json.loads(next((cache / "refs" / "tags").glob("*.json")).read_text())["digest"]
+    unpacked = rootfs(path, tmp_path / "rootfs")
+    digest = json.loads(next((tree(cache) / "refs" / "tags").glob("*.json")).read_text())["digest"]
     repo = private.split(":")[0]
-    assert (tree / "etc" / "rc").read_text().splitlines()[0] == f"# enroot-provenance: docker://{acl.host}#{repo}@{digest}"
-    assert (tree / "bin" / "sh").is_symlink() or (tree / "bin" / "sh").is_file()
-    held = list((cache / "holds").glob("*/11.0@*"))
+    assert (unpacked / "etc" / "rc").read_text().splitlines()[0] == \
+        f"# enroot-provenance: docker://{acl.host}#{repo}@{digest}"
+    assert (unpacked / "bin" / "sh").is_symlink() or (unpacked / "bin" / "sh").is_file()
+    held = list((tree(cache) / "holds").glob("*/11.0@*"))
     assert len(held) == 1
     for _ in range(2):  # after the container is created, and again at task cleanup
         released = importer("release", env=env)
@@ -142,29 +150,38 @@ def test_users_without_access_get_the_registrys_refusal(acl: Acl, private: str, 
     anonymous = importer("get", uri, env=pyxis_env(home(shared, "anon"), cache, job=13))
     assert (anonymous.returncode, anonymous.stdout) == (1, "")
     assert f"registry {acl.host} requires authentication" in anonymous.stderr
-    assert not list((cache / "holds").glob("*/12.0@*")) and not list((cache / "holds").glob("*/13.0@*"))
+    assert not list((tree(cache) / "holds").glob("*/12.0@*")) and not list((tree(cache) / "holds").glob("*/13.0@*"))
     public = push_busybox(acl.host, unique_repo("public"), busybox_image)
     served = importer("get", f"docker://{acl.host}#{public}", env=pyxis_env(home(shared, "anon"), cache, job=14))
     assert served.returncode == 0, served.stderr  # a public image needs no credentials
     unsquash_check(Path(served.stdout.strip()))
 
 
-def test_another_user_is_served_the_same_file_once_the_registry_accepts_them(acl: Acl, private: str,
-                                                                            shared: Path) -> None:
-    """carol (another Unix user: uid 65534 here) with her own credentials gets the file alice's get converted."""
+def test_a_private_image_is_its_converters_alone_and_a_public_one_is_shared(acl: Acl, private: str, shared: Path,
+                                                                           busybox_image: str) -> None:
+    """carol (another Unix user: uid 65534 here) with her own credentials cannot read the private image alice (root
+    here) converted: she converts her own copy into her own tree. A public image root converted is served to her as
+    it is (root's tree is trusted by every reader)."""
     cache = fresh(shared, "multiuser")
     uri = f"docker://{acl.host}#{private}"
     first = importer("get", uri, env=pyxis_env(home(shared, "alice"), cache, user="alice"))
     assert first.returncode == 0, first.stderr
+    assert Path(first.stdout.strip()).stat().st_mode & 0o777 == 0o600  # fetched with credentials: private
     carol_env = pyxis_env(home(shared, "carol"), cache, user="carol", job=21)
     carol = importer("get", uri, env=carol_env, as_uid=NOBODY)
-    assert (carol.returncode, carol.stdout) == (0, first.stdout), carol.stderr
-    assert "converting" not in carol.stderr
+    assert carol.returncode == 0 and "converting" in carol.stderr, carol.stderr
+    assert Path(carol.stdout.strip()).parent == tree(cache, NOBODY) / "artifacts"
     readable = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",  # noqa: S607
                                "unsquashfs", "-s", first.stdout.strip()], capture_output=True, text=True, check=False)
-    assert readable.returncode == 0, readable.stderr
-    assert (cache / "access").glob(f"*/{NOBODY}") and importer("release", env=carol_env, as_uid=NOBODY).returncode == 0
-    assert not list((cache / "holds").glob("*/21.0@*"))
+    assert readable.returncode != 0  # alice's private copy stays hers
+    assert importer("release", env=carol_env, as_uid=NOBODY).returncode == 0
+    assert not list((tree(cache, NOBODY) / "holds").glob("*/21.0@*"))
+    public = f"docker://{acl.host}#{push_busybox(acl.host, unique_repo('public'), busybox_image)}"
+    by_root = importer("get", public, env=pyxis_env(home(shared, "anon"), cache, job=22))
+    assert by_root.returncode == 0 and Path(by_root.stdout.strip()).stat().st_mode & 0o777 == 0o644
+    by_carol = importer("get", public, env=pyxis_env(home(shared, "carol"), cache, job=23), as_uid=NOBODY)
+    assert (by_carol.returncode, by_carol.stdout) == (0, by_root.stdout), by_carol.stderr
+    assert "converting" not in by_carol.stderr
 
 
 def test_32_concurrent_gets_make_one_conversion(acl: Acl, shared: Path, busybox_image: str) -> None:
@@ -179,9 +196,9 @@ def test_32_concurrent_gets_make_one_conversion(acl: Acl, shared: Path, busybox_
     paths = {r.stdout for r in runs}
     assert len(paths) == 1 and all(r.stdout.count("\n") == 1 for r in runs)
     assert sum("converting" in r.stderr for r in runs) == 1
-    assert len(list((cache / "artifacts").glob("*.sqsh"))) == 1
+    assert len(list((tree(cache) / "artifacts").glob("*.sqsh"))) == 1
     unsquash_check(Path(paths.pop().strip()))
-    assert len(list((cache / "holds").glob("*/*"))) == 32  # every step holds it until its release
+    assert len(list((tree(cache) / "holds").glob("*/*"))) == 32  # every step holds it until its release
 
 
 def test_offline_serves_by_digest_and_by_tag_with_a_warning(tmp_path_factory: pytest.TempPathFactory,
@@ -198,7 +215,7 @@ def test_offline_serves_by_digest_and_by_tag_with_a_warning(tmp_path_factory: py
     finally:
         registry.remove()
         server.stop()
-    digest = json.loads(next((cache / "refs" / "tags").glob("*.json")).read_text())["digest"]
+    digest = json.loads(next((tree(cache) / "refs" / "tags").glob("*.json")).read_text())["digest"]
     by_tag = importer("get", f"docker://{registry.host}#{ref}", env=alice)
     assert (by_tag.returncode, by_tag.stdout) == (0, online.stdout), by_tag.stderr
     assert f"serving {registry.host}/{ref} as {digest}" in by_tag.stderr and "warning:" in by_tag.stderr
@@ -208,7 +225,7 @@ def test_offline_serves_by_digest_and_by_tag_with_a_warning(tmp_path_factory: py
     carol = importer("get", f"docker://{registry.host}#{ref}", env=pyxis_env(home(shared, "carol"), cache,
                                                                              user="carol"), as_uid=NOBODY)
     assert (carol.returncode, carol.stdout) == (1, "")  # never accepted by the registry: no file offline
-    assert "never confirmed this user's access" in carol.stderr
+    assert "has never been cached here" in carol.stderr  # alice's records of a private image are hers alone
     unknown = importer("get", f"docker://{registry.host}#{repo}:2", env=alice)
     assert unknown.returncode == 1 and "has never been cached here" in unknown.stderr
     assert "cannot reach registry" in unknown.stderr
@@ -289,7 +306,7 @@ def test_a_waiter_takes_what_its_peer_served_loading_only_the_standard_library(a
         while os.getpriority(os.PRIO_PROCESS, waiter.pid) != 19 and time.monotonic() < deadline:
             time.sleep(0.02)  # until it found the marker and stepped aside
         served, root = importer_mod.get(uri, first)
-        assert root == str(cache)
+        assert root == str(tree(cache))
         peers.publish(marker, root, served.key, str(served.path))
     finally:
         peers.drop(marker)
@@ -298,11 +315,12 @@ def test_a_waiter_takes_what_its_peer_served_loading_only_the_standard_library(a
     assert out == f"{served.path}\n"
     loaded = err.split("loaded: ")[1].split()[0].split(",")
     assert set(loaded) <= {"buildkit", "buildkit.cache", "buildkit.cache.importer", "buildkit.cache.peers",
-                           "buildkit.fsbase", "buildkit.procstat", "buildkit.cachedir", "buildkit.cachedir.holds"}, loaded
-    assert sorted(p.name for p in (cache / "holds" / served.key).iterdir()) == sorted(
+                           "buildkit.fsbase", "buildkit.procstat", "buildkit.storage", "buildkit.storage.holds",
+                           "buildkit.storage.safefs", "buildkit.errors"}, loaded
+    assert sorted(p.name for p in (tree(cache) / "holds" / served.key).iterdir()) == sorted(
         importer_mod.holder_id(env) for env in (first, second))  # each step holds it under its own name
     assert importer("release", env=second).returncode == 0
-    assert [p.name for p in (cache / "holds" / served.key).iterdir()] == [importer_mod.holder_id(first)]
+    assert [p.name for p in (tree(cache) / "holds" / served.key).iterdir()] == [importer_mod.holder_id(first)]
 
 
 def test_a_get_whose_peer_serves_nothing_takes_the_ordinary_path(acl: Acl, private: str, shared: Path) -> None:

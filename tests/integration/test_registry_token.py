@@ -154,7 +154,7 @@ def test_concurrent_layer_downloads_share_one_token(token_setup, tmp_path: Path,
     """Converting a 6-layer image from the token registry: layers download in parallel on one cached token."""
     from buildkit.image.convert import convert
     from buildkit.registry.source import reader
-    from buildkit.store import Store
+    from buildkit.storage.store import Store
 
     server, registry = token_setup
     server.expired = False

@@ -5,6 +5,7 @@ Pyxis site they are what the importer serves."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -63,7 +64,7 @@ def test_seed004_stage_on_the_login_node_then_launch_runs_it(registry, busybox_i
     assert staged.returncode == 0, staged.stderr
     result = json.loads(staged.stdout)
     path = Path(result["path"])
-    assert path.parent == shared / "artifacts" and path.suffix == ".sif"
+    assert path.parent == shared / f"u{os.geteuid()}" / "artifacts" and path.suffix == ".sif"
     assert (result["target"], result["compression"]) == ("sif", "gzip:1")  # what tara's kernel mounts
     assert sif_compression(path) == "gzip"
     listing = subprocess.run(["siftool", "list", str(path)], capture_output=True, text=True, check=True).stdout  # noqa: S607
@@ -101,7 +102,7 @@ def test_what_is_staged_for_a_pyxis_site_is_what_the_importer_serves(registry, b
     staged = ckit("stage", ref, "--site", "ocitest", "--json", env={"USER": "alice", "CKIT_SITES_PATH": str(sites)})
     assert staged.returncode == 0, staged.stderr
     path = json.loads(staged.stdout)["path"]
-    assert path.endswith(".sqsh") and Path(path).parent == shared / "artifacts"
+    assert path.endswith(".sqsh") and Path(path).parent == shared / f"u{os.geteuid()}" / "artifacts"
     home = tmp_path / "home"
     home.mkdir()
     env = pyxis_env(home, shared, extra={"CKIT_SITES_PATH": str(sites), "USER": "alice"})
@@ -142,8 +143,9 @@ def test_stage_a_local_file_the_site_can_use_copies_it_verified(registry, busybo
     assert made.returncode == 0, made.stderr
     staged = ckit("stage", str(tmp_path / f"bb.{fmt}"), "--site", "taratest", env=env)
     assert staged.returncode == 0, staged.stderr
-    assert staged.stdout.strip() == str(shared / f"bb.{fmt}")
-    assert (shared / f"bb.{fmt}").read_bytes() == (tmp_path / f"bb.{fmt}").read_bytes()
+    files = shared / f"u{os.geteuid()}" / "files"  # the stager's own tree
+    assert staged.stdout.strip() == str(files / f"bb.{fmt}")
+    assert (files / f"bb.{fmt}").read_bytes() == (tmp_path / f"bb.{fmt}").read_bytes()
 
 
 def test_stage_dry_run_says_what_it_would_make_and_touches_nothing(tmp_path: Path) -> None:

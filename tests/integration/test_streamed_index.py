@@ -58,7 +58,7 @@ def test_layers_indexed_while_they_arrive_merge_in_layer_order(registry, tmp_pat
     from buildkit.image.convert import convert
     from buildkit.image.headerscan import HeaderScan
     from buildkit.registry.source import reader
-    from buildkit.store import Store
+    from buildkit.storage.store import Store
 
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     monkeypatch.setenv("CKIT_PULL_PIECE", str(PIECE))
@@ -116,7 +116,7 @@ def test_a_tampered_layer_read_while_streaming_counts_for_nothing(tmp_path: Path
     from buildkit.image.convert import convert
     from buildkit.image.headerscan import HeaderScan
     from buildkit.registry.source import reader
-    from buildkit.store import Store
+    from buildkit.storage.store import Store
 
     monkeypatch.setenv("CKIT_PULL_PIECE", str(PIECE))
     monkeypatch.setenv("CKIT_HTTP_RETRIES", "0")

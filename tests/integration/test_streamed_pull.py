@@ -137,7 +137,7 @@ def test_a_fast_registry_is_read_as_two_ranged_streams(tmp_path: Path, monkeypat
     from buildkit.image.convert import convert as convert_in_process
     from buildkit.registry import blobstream
     from buildkit.registry.source import reader
-    from buildkit.store import Store
+    from buildkit.storage.store import Store
 
     monkeypatch.setattr(blobstream, "FAST", 0)
     monkeypatch.setenv("CKIT_PULL_PIECE", str(PIECE))
@@ -262,7 +262,7 @@ def test_large_files_compressed_while_streaming_give_the_same_bytes(registry, tm
     not used) and for the files the precompressor did not reach."""
     from buildkit.image.convert import convert
     from buildkit.registry.source import reader
-    from buildkit.store import Store
+    from buildkit.storage.store import Store
 
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     monkeypatch.setenv("CKIT_PULL_PIECE", str(PIECE))
@@ -290,7 +290,7 @@ def test_the_largest_layer_starts_first_keeps_a_cpu_and_every_slot_comes_back(re
     and the precompressors take slots per piece of work, and all of them are free again at the end."""
     from buildkit.image.convert import convert
     from buildkit.registry.source import reader
-    from buildkit.store import Store
+    from buildkit.storage.store import Store
     from tests.integration.hostile_images import oci_layout
 
     monkeypatch.setenv("CKIT_PULL_PIECE", str(PIECE))
@@ -325,7 +325,7 @@ def test_small_files_packed_while_streaming_give_the_same_bytes(registry, tmp_pa
     for byte the one the writer makes alone."""
     from buildkit.image.convert import convert
     from buildkit.registry.source import reader
-    from buildkit.store import Store
+    from buildkit.storage.store import Store
 
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     monkeypatch.setenv("CKIT_PULL_PIECE", str(PIECE))

@@ -13,7 +13,7 @@ import pytest
 from buildkit import fsutil
 from buildkit.image import squashfs_blocks, squashfs_copy
 from buildkit.image.convert import convert
-from buildkit.store import Store
+from buildkit.storage.store import Store
 from tests.integration.test_convert_incremental import BASE, _archive, _top
 
 STEP = 4096  # the writer's write-behind step here (32 MiB by default: more than this test's images)

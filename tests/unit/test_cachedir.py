@@ -10,14 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.cachedir import layout as layout_mod
-from buildkit.cachedir.layout import CacheDir, image_ref_name
-from buildkit.cachedir.lookup import find_staged, lookup
 from buildkit.errors import ConfigError
 from buildkit.launch.plan import LaunchRequest, plan_launch
-from buildkit.lease import Owner
 from buildkit.site import load_site
-from buildkit.store import make_key
+from buildkit.storage.cache import CacheDir, image_ref_name
+from buildkit.storage.lease import NAMESPACE, Owner
+from buildkit.storage.lookup import find_staged, lookup
+from buildkit.storage.store import make_key
 
 DIGEST = "sha256:" + "cd" * 32
 
@@ -25,13 +24,13 @@ DIGEST = "sha256:" + "cd" * 32
 def put(cache: CacheDir, name: str, size: int = 1000, target: str = "sqsh", used: float | None = None) -> str:
     """Publish a fake artifact of ``size`` bytes (as a conversion would) and return its key."""
     key = make_key(source_digest=f"sha256:{name}", target=target)
-    temp = cache.store.temp_path(key, target)
+    temp = cache.writer().temp_path(key, target)
     temp.write_bytes(b"x" * size)
-    cache.store.publish(key, target, temp, {"target": target, "source": name, "created": int(time.time())},
+    cache.writer().publish(key, target, temp, {"target": target, "source": name, "created": int(time.time())},
                         lambda p: None)
     cache.touch(key)
     if used is not None:
-        os.utime(cache.root / "used" / key, (used, used))
+        os.utime(cache.writer().root / "used" / key, (used, used))
     return key
 
 
@@ -74,33 +73,39 @@ def test_a_hold_taken_while_evicting_keeps_the_file(tmp_path: Path, monkeypatch:
     calls = iter([(), ("9.0@n",)])
     monkeypatch.setattr(cache, "holders", lambda k: next(calls))
     assert cache.remove(entry) is False
-    assert entry.path.is_file() and cache.artifact(key, "sqsh") is not None
-    assert [p.name for p in cache.store.artifacts.iterdir() if p.name.startswith(".")] == []
+    assert entry.path.is_file() and cache.writer().get(key, "sqsh") is not None
+    assert [p.name for p in cache.writer().artifacts.iterdir() if p.name.startswith(".")] == []
 
 
 def test_cleanup_removes_what_dead_work_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = CacheDir(tmp_path, hold_max_age=100)
     key = put(cache, "a")
     cache.hold(key, "old@n")
-    os.utime(cache.root / "holds" / key / "old@n", (time.time() - 1000,) * 2)
+    os.utime(cache.writer().root / "holds" / key / "old@n", (time.time() - 1000,) * 2)
     dead_key = "f" * 64
-    lease = cache.store.locks / f"{dead_key}.lease"
-    owner = Owner("d" * 32, layout_mod.os.uname().nodename, 2**22 + 3, "1", "5.0@n", 0)
+    lease = cache.writer().locks / f"{dead_key}.lease"
+    owner = Owner("d" * 32, os.uname().nodename, 2**22 + 3, "1", "5.0@n", 0, NAMESPACE)
     own = lease.with_name(f"{lease.name}.{owner.token}")
     own.write_bytes(owner.encode())
     os.link(own, lease)
-    temp = cache.store.temp_path(dead_key, "sqsh")
-    (cache.store.work / dead_key).mkdir(parents=True)
-    for path in (temp, cache.store.work / dead_key):
+    temp = cache.writer().temp_path(dead_key, "sqsh")
+    (cache.writer().work / dead_key).mkdir(parents=True)
+    for path in (temp, cache.writer().work / dead_key):
         os.utime(path, (time.time() - 1000,) * 2)
-    removed = cache.cleanup(older_than=60)
-    assert not lease.exists() and not own.exists() and not temp.exists() and not (cache.store.work / dead_key).exists()
-    assert not (cache.root / "holds" / key / "old@n").exists() and len(removed) >= 4
-    assert cache.artifact(key, "sqsh") is not None  # published artifacts are not leftovers
+    removed = cache.cleanup(cache.writer(), older_than=60)
+    assert not lease.exists() and not own.exists() and not temp.exists() and not (cache.writer().work / dead_key).exists()
+    assert not (cache.writer().root / "holds" / key / "old@n").exists() and len(removed) >= 4
+    assert cache.writer().get(key, "sqsh") is not None  # published artifacts are not leftovers
 
 
-def stage_record(cache: CacheDir, kind: str, name: str, key: str, compression: str = "gzip:1") -> None:
-    cache.write_ref(kind, name, {"key": key, "compression": compression})
+def stage_record(cache: CacheDir, kind: str, name: str, key: str, compression: str = "gzip:1",
+                 **fields: str) -> None:
+    """A record as ``ckit stage`` writes it: it names what it was written for (a stack, a digest)."""
+    if kind == "stacks":
+        fields.setdefault("stack", name.split(".")[0])
+    if kind == "images":
+        fields.setdefault("digest", DIGEST)
+    cache.write_ref(kind, name, {"key": key, "compression": compression, **fields})
 
 
 def test_lookup_by_stack_tag_and_digest(tmp_path: Path) -> None:
@@ -109,7 +114,7 @@ def test_lookup_by_stack_tag_and_digest(tmp_path: Path) -> None:
     stage_record(cache, "images", image_ref_name("nvcr.io", "nvidia/pytorch", DIGEST, "sif", "gzip:1"), key)
     cache.write_ref("tags", "nvcr.io+nvidia+pytorch:24.06-py3", {"digest": DIGEST})
     stage_record(cache, "stacks", "pytorch-ddp.sif.gzip:1", key)
-    path = cache.store.path(key, "sif")
+    path = cache.writer().path(key, "sif")
     assert lookup(tmp_path, "nvcr.io/nvidia/pytorch:24.06-py3", "sif")[0] == path  # type: ignore[index]
     assert lookup(tmp_path, "docker://nvcr.io#nvidia/pytorch:24.06-py3", "sif")[0] == path  # type: ignore[index]
     assert lookup(tmp_path, f"nvcr.io/nvidia/pytorch@{DIGEST}", "sif")[0] == path  # type: ignore[index]
@@ -134,7 +139,7 @@ def test_launch_runs_what_was_staged_for_a_stack_or_a_reference(tmp_path: Path) 
     for image in ("pytorch-ddp", "nvcr.io/nvidia/pytorch:24.06-py3", f"nvcr.io/nvidia/pytorch@{DIGEST}"):
         plan = plan_launch(site, LaunchRequest(command=("python", "t.py"), image=image, account="p1"))
         assert plan.image is not None and plan.image.kind == "path"
-        assert plan.image.value == str(cache.store.path(key, "sif"))
+        assert plan.image.value == str(cache.writer().path(key, "sif"))
         assert not any("stage" in w for w in plan.warnings)
 
 
@@ -161,7 +166,7 @@ def test_a_record_names_a_key_never_a_path(tmp_path: Path) -> None:
     outside.write_bytes(b"x")
     stage_record(cache, "stacks", "evil.sif.gzip:1", "../../elsewhere")
     assert lookup(cache.root, "evil", "sif", stack=True) is None
-    assert cache.artifact("../../elsewhere", "sif") is None
+    assert cache.writer().get("../../elsewhere", "sif") is None
     with pytest.raises(ValueError):
         cache.hold("../../x", "1.0@n")
 
@@ -180,4 +185,4 @@ def test_a_use_while_evicting_keeps_the_file(tmp_path: Path, monkeypatch: pytest
 
     monkeypatch.setattr(cache, "holders", holders_then_use)
     assert cache.remove(entry) is False
-    assert cache.artifact(key, "sqsh") is not None
+    assert cache.writer().get(key, "sqsh") is not None

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from buildkit.cache.stage import plan_stage, site_target
-from buildkit.cachedir.layout import CacheDir
 from buildkit.errors import ConfigError, ConvertError
 from buildkit.image import charliecloud_rootfs as C
 from buildkit.image.model import ImageConfig, When
@@ -22,6 +22,7 @@ from buildkit.launch.plan import LaunchRequest, plan_launch
 from buildkit.launch.schedulers.slurm import render_sbatch
 from buildkit.site import load_site
 from buildkit.site.model import Runtime
+from buildkit.storage.cache import CacheDir
 from tests.unit.test_cachedir import put, stage_record
 
 SQSH = "/shared/app.sqsh"
@@ -128,6 +129,6 @@ def test_launch_finds_the_sqsh_staged_for_a_stack_and_stage_makes_sqsh(tmp_path:
     key = put(cache, "img", target="sqsh")
     stage_record(cache, "stacks", "test-torch.sqsh.zstd:-3", key, compression="zstd:-3")
     plan = plan_launch(site, LaunchRequest(command=("true",), image="test-torch"))
-    assert plan.image is not None and plan.image.value == str(tmp_path / "shared" / "artifacts" / f"{key}.sqsh")
+    assert plan.image is not None and plan.image.value == str(tmp_path / "shared" / f"u{os.geteuid()}" / "artifacts" / f"{key}.sqsh")
     assert site_target(site) == "sqsh" and site_target(load_site("local")) == "sqsh"
     assert plan_stage("test-torch", tmp_path / "shared", site, to=None, compress=None, is_stack=True).target == "sqsh"

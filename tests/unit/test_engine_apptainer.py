@@ -17,7 +17,7 @@ from buildkit.engine.base import BuildRequest
 from buildkit.orchestration.build import execute, plan_build
 from buildkit.recipe.catalog import Catalog
 from buildkit.render.context import build_context
-from buildkit.store import Store
+from buildkit.storage.store import Store
 
 REAL_SIF = Path(__file__).resolve().parents[1] / "data" / "sif" / "busybox_amd64.sif"
 

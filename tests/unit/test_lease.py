@@ -1,4 +1,4 @@
-"""Leases (buildkit.lease): link-based, heartbeat by progress, stale takeover without flock, safe under races."""
+"""Leases (buildkit.storage.lease): link-based, heartbeat by progress, stale takeover without flock, safe under races."""
 
 from __future__ import annotations
 
@@ -10,16 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from buildkit import lease as lease_mod
 from buildkit.errors import ConvertError
-from buildkit.lease import HOST, Lease, Owner, clear_if_gone, process_start, read_owner
-from buildkit.store import Store, make_key
+from buildkit.storage import lease as lease_mod
+from buildkit.storage.lease import HOST, NAMESPACE, Lease, Owner, clear_if_gone, process_start, read_owner
+from buildkit.storage.store import Store, make_key
 
 
-def foreign(path: Path, *, host: str = "other-node", pid: int = 4242, token: str = "t" * 32,
-            start: str | None = "1") -> Owner:
-    """A lease file written by a holder elsewhere (as another node's importer would leave it)."""
-    owner = Owner(token, host, pid, start, "77.0@other-node", time.time())
+def foreign(path: Path, *, host: str = "other-node", pid: int = 4242, token: str = "e" * 32,
+            start: str | None = "1", namespace: str | None = None) -> Owner:
+    """A lease file written by a holder elsewhere (as another node's importer would leave it); a holder on this
+    host is in this boot and PID namespace unless ``namespace`` says otherwise."""
+    space = namespace if namespace is not None else NAMESPACE if host == HOST else "other-boot/pid:[1]"
+    owner = Owner(token, host, pid, start, "77.0@other-node", time.time(), space)
     own = path.with_name(f"{path.name}.{token}")
     own.write_bytes(owner.encode())
     os.link(own, path)
@@ -69,7 +71,7 @@ def test_a_holder_that_beats_is_not_taken_over(tmp_path: Path) -> None:
     beater = threading.Thread(target=beat)
     beater.start()
     try:
-        with pytest.raises(TimeoutError):
+        with pytest.raises(ConvertError, match="gave up waiting for pid 4242 on other-node"):
             Lease(path, stale=0.5).acquire(timeout=2.0)
     finally:
         stop.set()
@@ -161,3 +163,45 @@ def test_a_link_that_worked_but_reported_eexist_is_a_taken_lease(tmp_path: Path,
     assert not Lease(tmp_path / "k.lease").try_acquire()
     held.release()
     assert not (tmp_path / "k.lease").exists()
+
+
+def test_a_holder_in_another_pid_namespace_is_never_judged_gone(tmp_path: Path) -> None:
+    """Two nodes of one name, each in its own PID namespace: a pid of the other's means nothing here, so only a
+    lack of progress frees its lease."""
+    path = tmp_path / "k.lease"
+    owner = foreign(path, host=HOST, pid=2**22 + 99, namespace="another-boot/pid:[4026532000]")
+    assert not owner.gone() and not clear_if_gone(path)
+    with Lease(path, stale=0.5) as taker:  # taken over for its silence, not for its pid
+        assert read_owner(path)[1] == taker.owner  # type: ignore[index]
+
+
+def test_a_record_that_is_not_ckits_has_no_owner(tmp_path: Path) -> None:
+    for raw in ({"token": "../../x", "host": "h", "pid": 1}, {"token": "a" * 32, "host": "h", "pid": -1},
+                {"token": "a" * 32, "host": "h", "pid": 10**400}, ["not", "a", "mapping"]):
+        assert Owner.parse(json.dumps(raw).encode()) is None
+
+
+def test_a_fifo_or_folder_in_place_of_the_lease_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "k.lease")
+    seen = read_owner(tmp_path / "k.lease")  # a non-blocking open: no writer needed
+    assert seen is not None and seen[1] is None
+    with pytest.raises(ConvertError, match="is not a lease file but a FIFO"):
+        Lease(tmp_path / "k.lease").acquire(timeout=5)
+    assert list(tmp_path.iterdir()) == [tmp_path / "k.lease"]  # its own record went with the error
+
+
+def test_every_wait_has_an_overall_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "k.lease"
+    owner = foreign(path)
+    monkeypatch.setenv("CKIT_LOCK_WAIT_SECONDS", "1")
+    stop = threading.Event()
+    beater = threading.Thread(target=lambda: [os.utime(path) for _ in iter(lambda: stop.wait(0.1), True)])
+    beater.start()
+    try:
+        with pytest.raises(ConvertError, match="gave up waiting for pid 4242 on other-node") as err:
+            Lease(path, stale=60).acquire()
+        assert "CKIT_LOCK_WAIT_SECONDS" in str(err.value.hint)
+    finally:
+        stop.set()
+        beater.join()
+    assert read_owner(path)[1] == owner  # type: ignore[index]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from buildkit import reuse_files as F
-from buildkit.store import Store
+from buildkit.storage import reuse_files as F
+from buildkit.storage.store import Store
 
 OLD = time.time() - 3600
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.errors import ConvertError
-from buildkit.store import FORMAT_VERSION, Store, default_root, export, make_key
+from buildkit.errors import ConfigError, ConvertError
+from buildkit.storage.store import FORMAT_VERSION, Store, default_root, export, make_key
 
 
 def ok(path: Path) -> None:
@@ -132,14 +132,11 @@ def test_a_read_error_is_a_miss_that_deletes_nothing(tmp_path: Path, monkeypatch
     temp = store.temp_path(key, "sqsh")
     temp.write_bytes(b"GOOD")
     store.publish(key, "sqsh", temp, {"target": "sqsh"}, ok)
-    real = Path.read_text
 
-    def flaky(self: Path, *args: object, **kwargs: object) -> str:
-        if self.suffix == ".json":
-            raise OSError(5, "Input/output error")
-        return real(self, *args, **kwargs)  # type: ignore[arg-type]
+    def eio(fd: int, size: int) -> bytes:
+        raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(Path, "read_text", flaky)
+    monkeypatch.setattr(os, "read", eio)
     assert store.get(key, "sqsh", ok) is None
     monkeypatch.undo()
     assert store.get(key, "sqsh", ok) is not None
@@ -159,14 +156,18 @@ def test_records_are_readable_by_every_user_whatever_the_umask(tmp_path: Path) -
     assert (store.artifacts / f"{key}.json").stat().st_mode & 0o777 == 0o644
 
 
-def test_folders_keep_the_mode_of_a_shared_root(tmp_path: Path) -> None:
-    root = tmp_path / "shared"
-    root.mkdir()
-    root.chmod(0o2777)
-    old = os.umask(0o022)
-    try:
-        Store(root).temp_path("k" * 64, "sqsh")
-    finally:
-        os.umask(old)
-    for name in ("artifacts", "locks", "work"):
-        assert (root / name).stat().st_mode & 0o7777 == 0o2777, name
+def test_a_store_is_its_users_alone(tmp_path: Path) -> None:
+    """A store folder of this user's that others could write is closed to them before anything goes in; another
+    user's folder is refused (exit 2), nothing written."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    mine.chmod(0o2777)
+    Store(mine).temp_path("a" * 64, "sqsh")
+    for folder in (mine, mine / "artifacts", mine / "locks", mine / "work"):
+        assert folder.stat().st_mode & 0o022 == 0, folder
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o755)
+    os.chown(theirs, 65534, 65534)
+    with pytest.raises(ConfigError, match="belongs to uid 65534"):
+        Store(theirs).temp_path("a" * 64, "sqsh")
+    assert list(theirs.iterdir()) == []

@@ -31,9 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .fsutil import identity
+from ..fsutil import identity
+from ..oci.digest import is_valid
+from . import safefs
 from .lease import stale_seconds
-from .oci.digest import is_valid
 
 RECORD_MAGIC = b"ckit-reuse 4\n"  # 4: the body in columns (.image.squashfs_record)
 MEMBERS_MAGIC = b"ckit-members 1\n"
@@ -170,11 +171,15 @@ def _identity_is(path: Path, stat: tuple[int, int, int]) -> bool:
 
 
 def _head(path: Path, size: int) -> bytes | None:
+    fd = safefs.open_checked(path, os.geteuid())  # the store's own regular file, never through a link
+    if fd is None:
+        return None
     try:
-        with path.open("rb") as f:
-            return f.read(size)
+        return os.read(fd, size)
     except OSError:
         return None
+    finally:
+        os.close(fd)
 
 
 def _head_refs(path: Path) -> ReuseRefs | None:

@@ -28,15 +28,19 @@ import contextlib
 import json
 import os
 import socket
+import stat
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .procstat import process_start
+from ..errors import ConvertError
+from ..procstat import process_start
 
 STALE_ENV = "CKIT_LOCK_STALE_SECONDS"
+WAIT_ENV = "CKIT_LOCK_WAIT_SECONDS"
+DEFAULT_WAIT = 3600.0  # an overall bound on any wait: a holder that keeps beating without finishing is given up on
 DEFAULT_STALE = 120.0  # seconds without progress; a conversion reports progress at least every few seconds
 BEAT_EVERY = 1.0
 WAIT_REPORT_EVERY = 15.0
@@ -44,6 +48,15 @@ MAX_POLL = 0.25  # a waiter looks again at least this often (a stat and a small 
 MIN_POLL = 0.02
 POLL_SHARE = 0.03  # between looks a waiter sleeps 3 % of its wait so far: it learns of the end at most ~3 % late
 HOST = socket.gethostname()
+
+
+def wait_seconds() -> float:
+    """How long a waiter waits for a lease at most, however alive its holder looks (``CKIT_LOCK_WAIT_SECONDS``)."""
+    text = os.environ.get(WAIT_ENV, "").strip()
+    try:
+        return max(float(text), 1.0) if text.isascii() and text else DEFAULT_WAIT
+    except ValueError:
+        return DEFAULT_WAIT
 
 
 def stale_seconds(value: float | None = None) -> float:
@@ -56,6 +69,21 @@ def stale_seconds(value: float | None = None) -> float:
         return DEFAULT_STALE
 
 
+def _namespace() -> str:
+    """The boot and the PID namespace this process runs in: a pid means the same process only within both (a
+    container or a Slurm node in its own PID namespace may share the host name)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
+            boot = handle.read(64).strip()
+        return f"{boot}/{os.readlink('/proc/self/ns/pid')}"
+    except OSError:
+        return ""
+
+
+NAMESPACE = _namespace()
+_TOKEN = frozenset("0123456789abcdef")
+
+
 @dataclass(frozen=True)
 class Owner:
     """Who holds a lease, as written in its record."""
@@ -66,27 +94,36 @@ class Owner:
     start: str | None
     holder: str = ""
     since: float = 0.0
+    namespace: str = ""
 
     @classmethod
     def me(cls, holder: str = "") -> Owner:
-        return cls(os.urandom(16).hex(), HOST, os.getpid(), process_start(os.getpid()), holder, time.time())
+        return cls(os.urandom(16).hex(), HOST, os.getpid(), process_start(os.getpid()), holder, time.time(),
+                   NAMESPACE)
 
     @classmethod
     def parse(cls, data: bytes) -> Owner | None:
+        """The owner a record names, or None for anything that is not a record ckit wrote."""
         try:
             raw = json.loads(data)
-            return cls(str(raw["token"]), str(raw["host"]), int(raw["pid"]), raw.get("start"),
-                       str(raw.get("holder", "")), float(raw.get("since", 0)))
-        except (ValueError, KeyError, TypeError):
+            owner = cls(str(raw["token"]), str(raw["host"])[:255], int(raw["pid"]), raw.get("start"),
+                        str(raw.get("holder", ""))[:255], float(raw.get("since", 0)),
+                        str(raw.get("namespace", ""))[:255])
+        except (ValueError, KeyError, TypeError, OverflowError):
             return None
+        sound = len(owner.token) == 32 and _TOKEN.issuperset(owner.token) and 0 < owner.pid < 2**31 \
+            and (owner.start is None or isinstance(owner.start, str))
+        return owner if sound else None
 
     def encode(self) -> bytes:
         return json.dumps({"token": self.token, "host": self.host, "pid": self.pid, "start": self.start,
-                           "holder": self.holder, "since": self.since}).encode()
+                           "holder": self.holder, "since": self.since, "namespace": self.namespace}).encode()
 
     def gone(self) -> bool:
-        """The owner ran on this host and its process no longer exists (or is another process now)."""
-        if self.host != HOST:
+        """The owner ran on this host, in this boot and PID namespace, and its process no longer exists (or is
+        another process now). An owner of another namespace is never judged gone: only its lack of progress
+        can free its lease."""
+        if self.host != HOST or not self.namespace or self.namespace != NAMESPACE:
             return False
         start = process_start(self.pid)
         return start is None or (self.start is not None and start != self.start)
@@ -97,14 +134,24 @@ class Owner:
 
 
 def read_owner(path: Path) -> tuple[os.stat_result, Owner | None] | None:
-    """The lock file's status and owner (opening it refreshes NFS's cached attributes), or None if absent."""
+    """The lock file's status and owner (opening it refreshes NFS's cached attributes), or None if absent. Never
+    followed through a link, never a blocking open; anything but a regular file has no owner."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(4096)
-            st = os.fstat(handle.fileno())
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
-    return st, Owner.parse(data)
+    except OSError:
+        st = os.lstat(path)  # a link: its own status (FileNotFoundError: gone meanwhile, the caller's to see)
+        return st, None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return st, None
+        return st, Owner.parse(os.read(fd, 4096))
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _rchar() -> int | None:
@@ -117,6 +164,11 @@ def _rchar() -> int | None:
     except (OSError, ValueError):
         return None
     return None
+
+
+def _kind(mode: int) -> str:
+    return "a folder" if stat.S_ISDIR(mode) else "a symbolic link" if stat.S_ISLNK(mode) else \
+        "a FIFO" if stat.S_ISFIFO(mode) else "a special file"
 
 
 class Lease:
@@ -177,7 +229,8 @@ class Lease:
         ``until`` is asked between tries: when it says the work is done (someone else did it), stop waiting and
         return False without the lease. True: the lease is ours."""
         began = time.monotonic()
-        watch = _Watch(self.stale)
+        limit = wait_seconds() if timeout is None else timeout
+        watch = Watch(self.stale)
         reported = began
         try:
             while not self.try_acquire():
@@ -185,13 +238,18 @@ class Lease:
                     self.own.unlink(missing_ok=True)
                     return False
                 seen = read_owner(self.path)
+                if seen is not None and not stat.S_ISREG(seen[0].st_mode):
+                    raise ConvertError(f"{self.path} is not a lease file but {_kind(seen[0].st_mode)}",
+                                       hint=f"remove it: rm -r {self.path}")
                 if seen is not None and watch.is_stale(*seen):
                     self._break(*seen)
-                    watch = _Watch(self.stale)
+                    watch = Watch(self.stale)
                     continue
                 now = time.monotonic()
-                if timeout is not None and now - began > timeout:
-                    raise TimeoutError(f"{self.path}: still held after {timeout:.0f} s")
+                if now - began > limit:
+                    who = seen[1].describe() if seen is not None and seen[1] else "an unknown holder"
+                    raise ConvertError(f"gave up waiting for {who}, which has held {self.path} for {limit:.0f} s",
+                                       hint=f"retry later, or raise {WAIT_ENV} (seconds)")
                 if self.on_wait and seen is not None and now - reported >= WAIT_REPORT_EVERY:
                     reported = now
                     who = seen[1].describe() if seen[1] else "an unknown holder"
@@ -266,7 +324,7 @@ class Lease:
             grave.unlink(missing_ok=True)
 
 
-class _Watch:
+class Watch:
     """A waiter's view of one lease: how long (by this process's clock) nothing about it has changed."""
 
     def __init__(self, stale: float) -> None:

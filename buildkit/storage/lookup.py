@@ -1,6 +1,6 @@
 """What ``ckit launch`` runs when ``--image`` names a stack or a registry image: the file ``ckit stage`` put in the
-site's shared image folder, found through the folder's index (``refs/``, see :mod:`.layout`), never by a guessed
-file name.
+site's shared image folder, found through the index of the folder's trusted trees (``refs/``, see :mod:`.cache` and
+:mod:`.trust`), never by a guessed file name.
 
 * ``STACK`` → ``refs/stacks/STACK.<target>.*``: the stack's newest staged build;
 * ``REGISTRY/REPO@sha256:…`` → ``refs/images/*@sha256-….<target>.*``: that manifest digest, whatever its name;
@@ -13,14 +13,15 @@ Only an artifact in the format of the runtime (its backend's ``artifact``: ``.sq
 
 from __future__ import annotations
 
-import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..fsutil import glob_escape
+from .cache import CacheDir, safe_name
 from .holds import is_key
-from .layout import safe_name
 
 
 def expand_folder(text: str | None) -> Path | None:
@@ -31,43 +32,46 @@ def expand_folder(text: str | None) -> Path | None:
     return None if "$" in expanded else Path(expanded)
 
 
-def _load(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _pick(folder: Path, pattern: str, target: str, allowed: tuple[str, ...]) -> tuple[Path, dict[str, Any]] | None:
-    """The newest record matching ``pattern`` whose artifact exists and whose compression the site mounts."""
+def _pick(cache: CacheDir, kind: str, pattern: str, target: str, allowed: tuple[str, ...],
+          want: Callable[[dict[str, Any]], bool]) -> tuple[Path, dict[str, Any]] | None:
+    """The newest record matching ``pattern`` in a trusted tree whose artifact there is sound and whose
+    compression the site mounts."""
     best: tuple[Path, dict[str, Any]] | None = None
-    for path in (folder / "refs").glob(pattern):
-        record = _load(path)
-        if not record or not is_key(record.get("key")):
-            continue
-        algo = str(record.get("compression", "")).split(":")[0]
-        if allowed and algo not in allowed:
-            continue
-        artifact = folder / "artifacts" / f"{record['key']}.{target}"
-        if artifact.is_file() and (best is None or record.get("time", 0) > best[1].get("time", 0)):
-            best = (artifact, record)
+    for store in cache.readers():
+        for record in cache.ref_files(store, kind, pattern):
+            if not is_key(record.get("key")) or record.get("target", target) != target or not want(record):
+                continue
+            algo = str(record.get("compression", "")).split(":")[0]
+            if allowed and algo not in allowed:
+                continue
+            entry = store.get(record["key"], target)
+            newer = best is None or _time(record) > _time(best[1])
+            if entry is not None and newer:
+                best = (entry.path, record)
     return best
+
+
+def _time(record: dict[str, Any]) -> float:
+    value = record.get("time", 0)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
 def lookup(folder: Path, value: str, target: str, allowed: tuple[str, ...] = (), *,
            stack: bool = False) -> tuple[Path, dict[str, Any]] | None:
     """The staged artifact for a stack name or a registry reference in ``folder``, or None."""
+    cache = CacheDir(folder)
     if stack:
-        return _pick(folder, f"stacks/{safe_name(value)}.{target}.*.json", target, allowed)
+        return _pick(cache, "stacks", f"{glob_escape(safe_name(value))}.{target}.*.json", target, allowed,
+                     lambda r: r.get("stack") == value)
     name, at, digest = value.removeprefix("docker://").replace("#", "/", 1).partition("@")
     if not at:
-        seen = _load(folder / "refs" / "tags" / f"{safe_name(name)}.json")
-        digest = seen.get("digest", "") if seen else ""
+        seen = cache.find_refs("tags", safe_name(name))
+        digest = seen[0][1].get("digest", "") if seen else ""
     algorithm, _, hexdigest = str(digest).partition(":")
     if algorithm != "sha256" or len(hexdigest) != 64 or not all(c in "0123456789abcdef" for c in hexdigest):
         return None
-    return _pick(folder, f"images/*@sha256-{hexdigest}.{target}.*.json", target, allowed)
+    return _pick(cache, "images", f"*@sha256-{hexdigest}.{target}.*.json", target, allowed,
+                 lambda r: r.get("digest") == f"sha256:{hexdigest}")
 
 
 def find_staged(value: str, *, runtime: str, target: str | None, shared_dir: str | None,
