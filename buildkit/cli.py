@@ -55,7 +55,11 @@ def _app() -> typer.Typer:
 
 
 def _say(message: str, *, error: bool = False) -> None:
-    """One line on stderr: through the CLI's console when it is loaded (colour on a terminal), else plain."""
+    """One line on stderr: through the CLI's console when it is loaded (colour on a terminal), else plain. An
+    error quotes what was typed or read (a job name, a path, a registry's answer): shown escaped."""
+    from .outside import shown
+
+    message = shown(message, lines=True)
     app_module = sys.modules.get(f"{__package__}.commands.app")
     console = getattr(app_module, "stderr", None)
     if console is not None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import errno
 from collections.abc import Sequence
 
+from .outside import shown
+
 
 class CkitError(Exception):
     """Root of every error ckit reports to a user."""
@@ -88,7 +90,7 @@ _OS_HINTS = {
 def os_error(err: OSError, path: object = None, action: str = "write") -> FileError:
     """One clear line for an OSError: the file it concerns, what the system said, and what to do."""
     name = err.filename if err.filename is not None else path
-    where = f"{name}: " if name is not None else ""
+    where = f"{shown(name)}: " if name is not None else ""  # a file name may hold a newline
     reason = err.strerror or err.__class__.__name__
     return FileError(f"{where}cannot {action}: {reason}", hint=_OS_HINTS.get(err.errno or 0))
 

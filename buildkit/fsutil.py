@@ -1,5 +1,5 @@
-"""Atomic artifacts and the one output guard; the one bounded reader of small input files; copies between
-files in the kernel.
+"""Atomic artifacts and the one output guard; the bounded readers of input files (a small file whole, the tail
+of a log); copies between files in the kernel.
 
 Every writer of a user-visible file goes through :func:`atomic_path` (or :func:`place_copy` for a file that
 exists already): it checks the output path first (:func:`check_output`), writes a temporary file next to it,
@@ -11,9 +11,10 @@ read-only or unwritable folder, and an output that is one of the command's input
 a hard or symbolic link). A symbolic link at the output path is followed, as ``docker login`` does with its
 config file: the file it points to is what gets replaced, and the guard checks that file.
 
-Temporary files are named ``.NAME.<random>.part`` and held under an exclusive ``flock`` while they are written.
-A writer killed with SIGKILL cannot remove its own; the next write of the same output removes every such file
-that no live process holds.
+Temporary files are named ``.NAME.<random>.part`` and held under an ``flock`` while they are written. A writer
+killed with SIGKILL cannot remove its own; the next write of the same output removes every such file that no
+live process holds, however young. The lock is the only sign of life: a writer that finds its new temp file gone
+once it holds the lock (a cleaner took it, between its creation and the lock, for a dead writer's) makes another.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import os
 import shutil
 import stat
 import tempfile
-import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -37,7 +37,7 @@ from .fsbase import identity as identity  # re-exported: it lives where the chea
 
 NAME_MAX = 255
 PATH_MAX = 4096
-STALE_AFTER = 2.0  # seconds: a temp file younger than this may be one whose writer has not locked it yet
+ATTEMPTS = 100  # new temp files a writer makes before it gives up, each removed by a cleaner before it was locked
 _KINDS = {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFIFO: "a FIFO",
           stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}
 
@@ -151,7 +151,8 @@ def _prefix(final: Path) -> str:
 
 
 def clean_stale(final: Path, suffix: str) -> int:
-    """Remove temp files of ``final`` whose writers are gone (no flock held, older than STALE_AFTER)."""
+    """Remove the temp files of ``final`` whose writers are gone: no process holds their flock. No grace for a
+    young one: a writer that lost its file before it locked it notices (:func:`_held`) and makes another."""
     removed = 0
     with suppress(OSError):
         for candidate in final.parent.glob(f"{glob_escape(_prefix(final))}*{glob_escape(suffix)}"):
@@ -159,14 +160,36 @@ def clean_stale(final: Path, suffix: str) -> int:
                 fd = os.open(candidate, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
                 try:
                     st = os.fstat(fd)
-                    if not stat.S_ISREG(st.st_mode) or time.time() - st.st_mtime < STALE_AFTER:
+                    if not stat.S_ISREG(st.st_mode):
                         continue
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # fails while its writer lives
-                    candidate.unlink()
-                    removed += 1
+                    if os.path.samestat(st, os.lstat(candidate)):  # still the file whose lock was free
+                        candidate.unlink()
+                        removed += 1
                 finally:
                     os.close(fd)
     return removed
+
+
+def _held(fd: int, path: Path | str, shared: bool = False) -> bool:
+    """Lock ``fd`` (the file just made at ``path``); whether ``path`` still names it. A cleaner may have removed
+    it between its creation and the lock, taking it for a dead writer's: then the caller makes another."""
+    fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)  # marks it as in use until closed or dead
+    try:
+        return os.path.samestat(os.fstat(fd), os.lstat(path))
+    except FileNotFoundError:
+        return False
+
+
+def _new_temp(final: Path, suffix: str) -> tuple[int, Path]:
+    """A new temp file next to ``final``, locked; its descriptor and path."""
+    for _ in range(ATTEMPTS):
+        fd, name = tempfile.mkstemp(prefix=_prefix(final), suffix=suffix, dir=final.parent)
+        if _held(fd, name):
+            return fd, Path(name)
+        os.close(fd)
+    raise FileError(f"{final}: every temporary file ckit made next to it was removed at once",
+                    hint="another program removes the files of this folder as they appear; write elsewhere")
 
 
 def glob_escape(text: str) -> str:
@@ -178,12 +201,10 @@ def _locked_temp(final: Path, suffix: str) -> Iterator[Path]:
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
         clean_stale(final, suffix)
-        fd, name = tempfile.mkstemp(prefix=_prefix(final), suffix=suffix, dir=final.parent)
+        fd, tmp = _new_temp(final, suffix)
     except OSError as err:
         raise os_error(err, final) from err
-    tmp = Path(name)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # marks the temp as in use until this writer is done or dead
         yield tmp
     finally:
         tmp.unlink(missing_ok=True)
@@ -232,20 +253,40 @@ def place_copy(src: Path, dest: Path, *, inputs: Iterable[Path | str] = ()) -> P
     if real.exists() and os.path.samefile(src, real):
         return Path(dest)  # already this file (a hard link from an earlier export)
     with _locked_temp(real, ".tmp") as tmp:
+        held = -1
         try:
-            tmp.unlink()
-            try:
-                os.link(src, tmp)
-            except OSError:
-                shutil.copyfile(src, tmp)
-                with tmp.open("rb") as f:
-                    os.fsync(f.fileno())
+            held = _linked_or_copied(Path(src), tmp)
             if tmp.stat().st_size != Path(src).stat().st_size:
                 raise FileError(f"{dest}: the copy of {src} is incomplete")
             os.replace(tmp, real)
         except OSError as err:
             raise os_error(err, dest) from err
+        finally:
+            if held >= 0:
+                os.close(held)
     return Path(dest)
+
+
+def _linked_or_copied(src: Path, tmp: Path) -> int:
+    """``src``'s bytes at ``tmp`` (a hard link, else a copy), a new file there that is held like the temp file it
+    replaces (a shared lock: a link is ``src`` itself); the descriptor that holds it."""
+    for _ in range(ATTEMPTS):
+        tmp.unlink(missing_ok=True)
+        try:
+            os.link(src, tmp)
+        except OSError:
+            shutil.copyfile(src, tmp)
+            with tmp.open("rb") as f:
+                os.fsync(f.fileno())
+        try:
+            fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue
+        if _held(fd, tmp, shared=True):
+            return fd
+        os.close(fd)
+    raise FileError(f"{tmp.parent}: every temporary file ckit made there was removed at once",
+                    hint="another program removes the files of this folder as they appear; write elsewhere")
 
 
 def fsync_dir(folder: Path) -> None:
@@ -274,6 +315,24 @@ def read_capped(path: Path | str, limit: int, what: str, *, error: type[CkitErro
     if len(data) > limit:
         raise error(f"{what}: {path} is larger than {limit} bytes")
     return data
+
+
+def read_tail(path: Path | str, start: int, limit: int, what: str) -> tuple[bytes, int]:
+    """What the regular file at ``path`` holds from ``start`` on, but at most its last ``limit`` bytes, and the
+    offset they start at: ``start``, later when more was there (the caller says what it left out), or earlier
+    when the file is now shorter than ``start`` (it was truncated: its tail is read again). A FIFO or a device
+    (``/dev/zero`` never ends) is refused before anything is read, and opening one never blocks. OSErrors
+    (missing file, no permission) are the caller's to word."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not block the open
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise FileError(f"{what}: {path} is {_kind(st.st_mode)}, not a regular file",
+                            hint="ckit reads only regular files: a device may never end, a FIFO may block")
+        at = max(start, st.st_size - limit) if st.st_size >= start else max(0, st.st_size - limit)
+        return os.pread(fd, limit, at), at  # at most ``limit`` bytes, also when the file grew meanwhile
+    finally:
+        os.close(fd)
 
 
 ALIGN = 4096  # file system block: a copy between equally aligned offsets can share the blocks (a reflink)

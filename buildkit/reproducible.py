@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 from .errors import ConfigError
+from .outside import ascii_int
 
 
 def source_date_epoch() -> int | None:
@@ -18,7 +19,8 @@ def source_date_epoch() -> int | None:
     value = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
     if not value:
         return None
-    if not value.isascii() or not value.isdigit() or int(value) >= 1 << 32:
+    seconds = ascii_int(value)
+    if seconds is None or seconds >= 1 << 32:
         raise ConfigError(f"SOURCE_DATE_EPOCH={value!r} is not a number of seconds since 1970",
                           hint="use e.g. SOURCE_DATE_EPOCH=$(git log -1 --format=%ct), or unset it")
-    return int(value)
+    return seconds

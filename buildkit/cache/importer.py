@@ -33,6 +33,11 @@ SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789
 
 
 def log(message: str) -> None:
+    """A line on stderr, which Pyxis shows the user: outside text in it (a URI, a registry's answer) escaped."""
+    if not message.isprintable():
+        from ..outside import shown
+
+        message = shown(message, lines=True)
     sys.stderr.write(f"{PROG}: {message}\n")
     sys.stderr.flush()
 

@@ -119,7 +119,7 @@ def _live_owner(fd: int) -> list[str] | None:
         return None
     lines = _read(fd)
     fields = lines[0].split() if lines else []
-    if len(fields) != 2 or not fields[0].isdigit() or process_start(int(fields[0])) != fields[1]:
+    if len(fields) != 2 or not (fields[0].isascii() and fields[0].isdigit()) or process_start(int(fields[0])) != fields[1]:
         return None
     return lines
 
@@ -211,7 +211,7 @@ def wait(peer: Peer, limit: float = WAIT_LIMIT) -> Shared | None:
     finally:
         os.close(peer.fd)
     fields = lines[3].split("\0") if len(lines) == 5 and lines[4] == "" else []
-    if len(fields) != 7 or fields[0] != _SERVED or not all(f.isdigit() for f in fields[4:]):
+    if len(fields) != 7 or fields[0] != _SERVED or not all(f.isascii() and f.isdigit() for f in fields[4:]):
         return None  # the peer failed, was killed, or did not reach the registry: nothing to take
     ino, size, mtime = (int(f) for f in fields[4:])
     return Shared(fields[1], fields[2], fields[3], (ino, size, mtime))

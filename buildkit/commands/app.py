@@ -2,6 +2,8 @@
 
 Command modules in :mod:`buildkit.commands` register on :data:`app`. Output rules (the README, "Commands"):
 ``--json`` prints one JSON document on stdout and nothing else there; messages and progress go to stderr.
+Human output goes through :func:`say`, :func:`info` and :func:`warn`, which show outside text with its control
+characters escaped (:func:`buildkit.outside.shown`), as do usage errors and log lines.
 Settings and progress go down to the layers below as arguments (``SETTINGS.recipes_dirs``, a
 :class:`~buildkit.progress.Reporter` from :func:`progress`): nothing below the CLI imports this module.
 """
@@ -22,17 +24,34 @@ from rich.console import Console
 from typer.core import TyperGroup
 
 from .. import __version__
+from ..outside import ascii_float, ascii_int, shown
 from .flags import hoist_global_flags
 
 if TYPE_CHECKING:
     from .progress_bars import RichReporter
 
 
+@contextmanager
+def _shown_usage_errors() -> Iterator[None]:
+    """A usage error quotes what was typed (``No such command '…'``): shown escaped, like any outside text
+    (typer's own escaping leaves out bidi overrides). A subcommand's errors pass through the group's invoke."""
+    try:
+        yield
+    except typer.TyperException as err:
+        err.message = shown(err.message, lines=True)
+        raise
+
+
 class _Group(TyperGroup):
     """``-q/--quiet`` and ``--debug`` are accepted anywhere before ``--``, as users of sbatch and git expect."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, hoist_global_flags(args, self))
+        with _shown_usage_errors():
+            return super().parse_args(ctx, hoist_global_flags(args, self))
+
+    def invoke(self, ctx: Any) -> Any:
+        with _shown_usage_errors():
+            return super().invoke(ctx)
 
 
 app = typer.Typer(
@@ -86,8 +105,33 @@ def _global(
     SETTINGS.sites_dirs = list(sites or [])
     SETTINGS.debug = debug
     SETTINGS.quiet = quiet
-    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING,
-                        format="ckit: %(name)s: %(message)s", stream=sys.stderr)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_ShownFormatter("ckit: %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, handlers=[handler])
+
+
+class _ShownFormatter(logging.Formatter):
+    """Log lines quote layer names, paths and engine output: shown escaped, as every human line is."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return shown(super().format(record), lines=True)
+
+
+def whole_number(text: str) -> int:
+    """An option's whole number, in ASCII digits only (``parser=`` of every integer option): click's own type
+    takes ``int()``'s word, which accepts ``٣``, ``３`` and ``1_0``."""
+    number = ascii_int(text, signed=True) if isinstance(text, str) else text
+    if number is None:
+        raise typer.BadParameter(f"{text!r} is not a whole number in ASCII digits (0-9)")
+    return number
+
+
+def number(text: str) -> float:
+    """An option's number (``1``, ``0.5``, ``2e3``) in ASCII digits only (``parser=`` of every such option)."""
+    value = ascii_float(text) if isinstance(text, str) else text
+    if value is None:
+        raise typer.BadParameter(f"{text!r} is not a number in ASCII digits (0-9)")
+    return value
 
 
 # Shared option types: one definition each, so every command spells them the same way.
@@ -125,11 +169,18 @@ def complete_site(incomplete: str) -> list[str]:
 def info(message: str) -> None:
     """A human message on stderr (silenced by --quiet)."""
     if not SETTINGS.quiet:
-        stderr.print(message, markup=False)
+        stderr.print(shown(message, lines=True), markup=False)
 
 
 def warn(message: str) -> None:
-    stderr.print(f"warning: {message}", markup=False, style="yellow")
+    stderr.print(f"warning: {shown(message, lines=True)}", markup=False, style="yellow")
+
+
+def say(text: str | bytes, *, nl: bool = True) -> None:
+    """Human output on stdout (a table, a path, a job script with --dry-run, a job's log): outside text in it
+    shown escaped, on a terminal or not (the exact bytes are in the files ckit writes, and in --json)."""
+    value = text.decode("utf-8", "surrogateescape") if isinstance(text, bytes) else text
+    typer.echo(shown(value, lines=True), nl=nl)
 
 
 def emit_json(data: Any) -> None:
@@ -141,7 +192,7 @@ def emit_plan(plan: Any, as_json: bool) -> None:
     if as_json:
         emit_json({"plan": plan.as_json()})
     else:
-        sys.stdout.write(plan.describe())
+        say(plan.describe(), nl=False)
 
 
 @contextmanager

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..errors import BuildError
-from .app import SETTINGS, JsonOpt, NgcOpt, SetOpt, StackArg, app, emit_json, emit_plan, info, progress
+from .app import SETTINGS, JsonOpt, NgcOpt, SetOpt, StackArg, app, emit_json, emit_plan, info, progress, say
 
 if TYPE_CHECKING:
     from ..engine.base import BuildFailed
@@ -71,7 +71,7 @@ def build(
         where = artifact.location
         size = f"{artifact.size / 1e6:.1f} MB" if artifact.size is not None else "-"
         hit = "cached" if artifact.cache_hit else f"{artifact.seconds:.1f} s"
-        typer.echo(f"{artifact.kind:<6} {where}  {size}  {hit}")
+        say(f"{artifact.kind:<6} {where}  {size}  {hit}")
 
 
 def _failure(err: BuildFailed, stack: str, *, log_shown: bool) -> BuildError:

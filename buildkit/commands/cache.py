@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from .app import SETTINGS, DryRunOpt, JsonOpt, app, emit_json, info
+from ..outside import shown
+from .app import SETTINGS, DryRunOpt, JsonOpt, app, emit_json, info, say
 
 if TYPE_CHECKING:  # the cache machinery is imported when a command runs (start-up time)
     from ..cache.config import ImporterConfig
@@ -51,6 +52,11 @@ def _age(seconds: float) -> str:
     return f"{seconds:.0f}s"
 
 
+def _source(meta: dict[str, Any]) -> str:
+    """Where a cached image came from, as its metadata says: anyone who fills the cache writes it; one line."""
+    return shown(meta.get("source") or "?")
+
+
 @cache_app.command("ls")
 def ls(folder: FolderOpt = None, site: SiteOpt = None, as_json: JsonOpt = False) -> None:
     """List the cached images: size, last use, the steps that hold them, whose tree holds them, their source."""
@@ -71,8 +77,8 @@ def ls(folder: FolderOpt = None, site: SiteOpt = None, as_json: JsonOpt = False)
     for entry in entries:
         holds = f"held by {len(entry.holds)}" if entry.holds else "-"
         whose = _user(entry.owner) + ("" if entry.trusted else " (not trusted)")
-        typer.echo(f"{entry.key[:12]}  {entry.size / 1e6:9.1f} MB  used {_age(now - entry.last_used):>4} ago  "
-                   f"{holds:<11} {whose:<24} {entry.meta.get('source') or '?'}")
+        say(f"{shown(entry.key)[:12]}  {entry.size / 1e6:9.1f} MB  used {_age(now - entry.last_used):>4} ago  "
+            f"{holds:<11} {shown(whose):<24} {_source(entry.meta)}")
     for note in notes:
         info(f"note: {note}")
     info(f"{len(entries)} images, {sum(e.size for e in entries) / 1e9:.2f} GB in {cache.root}; your reuse records "
@@ -124,7 +130,7 @@ def prune(
         return
     verb = "would evict" if dry_run else "evicted"
     for entry in pruned.evicted:
-        typer.echo(f"{verb} {entry.key[:12]}  {entry.size / 1e6:.1f} MB  {entry.meta.get('source') or '?'}")
+        say(f"{verb} {shown(entry.key)[:12]}  {entry.size / 1e6:.1f} MB  {_source(entry.meta)}")
     reuse = pruned.reuse
     info(f"{verb} {len(pruned.evicted)} images ({sum(e.size for e in pruned.evicted) / 1e9:.2f} GB); removed "
          f"{len(pruned.cleaned)} leftovers; {'would remove' if dry_run else 'removed'} {len(reuse.removed)} reuse "

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from .app import app
+from .app import app, say
 
 SHELLS = ("bash", "zsh", "fish")
 
@@ -27,4 +27,4 @@ def completion(
     if shell not in SHELLS:
         raise typer.BadParameter(f"{shell!r}: choose one of {', '.join(SHELLS)}", param_hint="SHELL")
     completion_init()
-    typer.echo(get_completion_script(prog_name="ckit", complete_var="_CKIT_COMPLETE", shell=shell))
+    say(get_completion_script(prog_name="ckit", complete_var="_CKIT_COMPLETE", shell=shell))

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ..image import SOURCE_FORMS
-from .app import SETTINGS, JsonOpt, app, emit_json, info, progress
+from .app import SETTINGS, JsonOpt, app, emit_json, info, progress, say
 
 
 @app.command("convert")
@@ -52,4 +52,4 @@ def convert(
         return
     how = "cache hit" if result.cache_hit else f"{result.seconds:.1f} s"
     info(f"{result.target} ({result.compression}, {result.size / 1e6:.1f} MB, {how}) from {result.source_digest}")
-    typer.echo(str(result.path))
+    say(str(result.path))

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from .app import JsonOpt, app, emit_json
+from .app import JsonOpt, app, emit_json, say
 
 
 @app.command("inspect")
@@ -23,4 +23,4 @@ def inspect(
     if as_json:
         emit_json(report)
         return
-    typer.echo(render_text(report), nl=False)
+    say(render_text(report), nl=False)

@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .app import SETTINGS, JsonOpt, app, emit_json, info
+from ..config import limits
+from ..outside import shown
+from .app import SETTINGS, JsonOpt, app, emit_json, info, say, whole_number
+
+if TYPE_CHECKING:
+    from ..launch.slurmctl import LogPiece
 
 Opt = typer.Option
 JobArg = Annotated[str, typer.Argument(metavar="JOB", help="Slurm job id.")]
+
+
+def _cell(value: str, width: int) -> str:
+    """One column of the table: anyone's job name may hold ``|``, newlines or escapes; it keeps its place."""
+    return f"{shown(value)[:width]:<{width}}"
 
 
 @app.command("jobs")
@@ -27,10 +36,16 @@ def jobs_cmd(
     if as_json:
         emit_json({"jobs": [j.as_json() for j in found]})
         return
-    typer.echo(f"{'JOB':>8}  {'NAME':<16} {'STATE':<11} {'PARTITION':<10} {'NODES':>5} {'TIME':>10}  WHERE")
+    say(f"{'JOB':>8}  {'NAME':<16} {'STATE':<11} {'PARTITION':<10} {'NODES':>5} {'TIME':>10}  WHERE")
     for job in found:
-        typer.echo(f"{job.job_id:>8}  {job.name[:16]:<16} {job.state:<11} {job.partition[:10]:<10} "
-                   f"{job.nodes:>5} {job.time:>10}  {job.where}")
+        say(f"{shown(job.job_id):>8}  {_cell(job.name, 16)} {_cell(job.state, 11)} {_cell(job.partition, 10)} "
+            f"{shown(job.nodes):>5} {shown(job.time):>10}  {shown(job.where)}")
+
+
+def _skipped(piece: LogPiece, path: Path) -> None:
+    if piece.skipped:
+        info(f"[{piece.skipped} bytes of the log left out here: ckit logs shows at most the last "
+             f"{limits.size('log_tail')} bytes at a time (CKIT_MAX_LOG_TAIL); the whole log is {path}]")
 
 
 @app.command("logs")
@@ -39,24 +54,26 @@ def logs_cmd(
     follow: Annotated[bool, Opt("-f", "--follow", help="Keep printing until the job ends (tail -f).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """The output of JOB (its --output file), or follow it while it runs."""
+    """The output of JOB (the end of its --output file), or follow it while it runs."""
     from ..launch import slurmctl
 
     path = slurmctl.log_file(slurmctl.check_job_id(job), Path.cwd())
     if as_json:
         if follow:
-            for _ in slurmctl.follow(path, lambda: slurmctl.is_active(job)):
+            for _ in slurmctl.follow(path, job, lambda: slurmctl.is_active(job)):
                 pass
-        text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
-        emit_json({"job_id": job, "log": str(path), "text": text, "state": slurmctl.job_fields(job).get("JobState")})
+        piece, _ = slurmctl.read_log(path, job)
+        emit_json({"job_id": job, "log": str(path), "text": piece.data.decode("utf-8", "replace"),
+                   "skipped_bytes": piece.skipped, "state": slurmctl.job_fields(job).get("JobState")})
         return
     info(f"log: {path}")
-    if not follow:
-        sys.stdout.buffer.write(path.read_bytes() if path.exists() else b"")
-        return
-    for chunk in slurmctl.follow(path, lambda: slurmctl.is_active(job)):
-        sys.stdout.buffer.write(chunk)
-        sys.stdout.buffer.flush()
+    if follow:
+        pieces = slurmctl.follow(path, job, lambda: slurmctl.is_active(job))
+    else:
+        pieces = iter([slurmctl.read_log(path, job)[0]])
+    for piece in pieces:
+        _skipped(piece, path)
+        say(piece.data, nl=False)
 
 
 @app.command("cancel")
@@ -82,7 +99,7 @@ def shell_cmd(
     account: Annotated[str | None, Opt("-A", "--account", help="Project account.")] = None,
     comment: Annotated[str | None, Opt("--comment", help="Job comment.")] = None,
     time: Annotated[str | None, Opt("-t", "--time", help="Walltime.")] = None,
-    gpus_per_node: Annotated[int | None, Opt("--gpus-per-node", help="GPUs.")] = None,
+    gpus_per_node: Annotated[int | None, Opt("--gpus-per-node", parser=whole_number, help="GPUs.")] = None,
     mount: Annotated[list[str] | None, Opt("--mount", metavar="SRC:DST", help="Bind mount.")] = None,
     env: Annotated[list[str] | None, Opt("--env", metavar="K=V", help="Environment.")] = None,
     dry_run: Annotated[bool, Opt("--dry-run", help="Print the salloc command; start nothing.")] = False,
@@ -105,7 +122,7 @@ def shell_cmd(
         if as_json:
             emit_json({"site": plan.site.name, "argv": argv, "ran": not dry_run})
         else:
-            typer.echo(" ".join(argv[:-1]) + " '…'\n" + text, nl=False)
+            say(" ".join(argv[:-1]) + " '…'\n" + text, nl=False)
         if dry_run:
             return
     require("salloc", purpose="open an interactive allocation", package="slurm-client")

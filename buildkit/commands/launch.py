@@ -10,7 +10,7 @@ import typer
 from ..errors import CkitError, ConfigError
 from ..launch import frameworks, nccl_report, runtimes, schedulers
 from ..launch.plan import ImageFacts, LaunchRequest
-from .app import SETTINGS, DryRunOpt, JsonOpt, app, emit_json, info, warn
+from .app import SETTINGS, DryRunOpt, JsonOpt, app, emit_json, info, number, say, warn, whole_number
 
 Opt = typer.Option
 Many = list[str] | None
@@ -56,13 +56,13 @@ def launch(
         f"{f.name}: {'|'.join(f.launchers)}" for f in frameworks.REGISTRY.all() if f.launchers) + ".")] = None,
     rank_table: Annotated[str | None, Opt("--rank-table", help="MindSpore rank table: v1 or legacy (0.x); "
                                                                 "default: the site's, else v1.")] = None,
-    nodes: Annotated[int, Opt("-N", "--nodes", help="Number of nodes.")] = 1,
-    gpus_per_node: Annotated[int | None, Opt("--gpus-per-node", help="GPUs per node.")] = None,
-    devices_per_node: Annotated[int | None, Opt("--devices-per-node", help=(
+    nodes: Annotated[int, Opt("-N", "--nodes", parser=whole_number, help="Number of nodes.")] = 1,
+    gpus_per_node: Annotated[int | None, Opt("--gpus-per-node", parser=whole_number, help="GPUs per node.")] = None,
+    devices_per_node: Annotated[int | None, Opt("--devices-per-node", parser=whole_number, help=(
         "Processes per node of a per-node launcher (torchrun, horovodrun, msrun, MindSpore's device loop); "
         "default: the GPUs per node."))] = None,
-    tasks_per_node: Annotated[int | None, Opt("--tasks-per-node", "--ntasks-per-node", help="Tasks per node.")] = None,
-    cpus_per_task: Annotated[int | None, Opt("-c", "--cpus-per-task", help="CPUs per task.")] = None,
+    tasks_per_node: Annotated[int | None, Opt("--tasks-per-node", "--ntasks-per-node", parser=whole_number, help="Tasks per node.")] = None,
+    cpus_per_task: Annotated[int | None, Opt("-c", "--cpus-per-task", parser=whole_number, help="CPUs per task.")] = None,
     time: Annotated[str | None, Opt("-t", "--time", help="Walltime (HH:MM:SS or D-HH:MM:SS).")] = None,
     partition: Annotated[str | None, Opt("-p", "--partition", help="Partition (default: the site's).")] = None,
     account: Annotated[str | None, Opt("-A", "--account", help="Project account.")] = None,
@@ -137,9 +137,9 @@ def _report(result: schedulers.LaunchResult, as_json: bool) -> None:
     if as_json:
         emit_json(result.as_json())
     elif result.job_id:
-        typer.echo(result.job_id)
+        say(result.job_id)
     elif not result.script or result.scheduler != "slurm":
-        typer.echo(result.text, nl=False)
+        say(result.text, nl=False)
 
 
 @app.command("backends")
@@ -156,16 +156,16 @@ def backends_cmd(as_json: JsonOpt = False) -> None:
         emit_json(data)
         return
     for kind, items in data.items():
-        typer.echo(f"{kind}:")
+        say(f"{kind}:")
         for item in items:
             extra = f" (launchers: {', '.join(item['launchers'])})" if item.get("launchers") else ""
-            typer.echo(f"  {item['name']:<12} {item['summary']}{extra}")
+            say(f"  {item['name']:<12} {item['summary']}{extra}")
 
 
 @app.command("nccl-report")
 def nccl_report_cmd(
     file: Annotated[Path, typer.Argument(metavar="FILE", help="Output of all_reduce_perf (the job's .out file).")],
-    expect: Annotated[float | None, Opt("--expect", metavar="GBPS",
+    expect: Annotated[float | None, Opt("--expect", metavar="GBPS", parser=number,
                                         help="Exit 1 when a run's average bus bandwidth is below GBPS.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -180,8 +180,8 @@ def nccl_report_cmd(
         emit_json({"runs": [r.as_json() for r in runs], "expect_gbps": expect, "below": low})
     else:
         for index, run in enumerate(runs, 1):
-            typer.echo(f"run {index}:" if len(runs) > 1 else "", nl=len(runs) > 1)
-            typer.echo(run.text(), nl=False)
+            say(f"run {index}:" if len(runs) > 1 else "", nl=len(runs) > 1)
+            say(run.text(), nl=False)
     if low:
         warn(f"run {', '.join(map(str, low))} below the expected {expect:g} GB/s average bus bandwidth")
         raise typer.Exit(1)

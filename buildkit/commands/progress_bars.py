@@ -17,6 +17,7 @@ from rich.filesize import decimal
 from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, Task, TaskID, TextColumn
 from rich.text import Text
 
+from ..outside import shown
 from ..progress import Meter, Unit
 
 
@@ -87,7 +88,7 @@ class RichMeter:
         self.bar.update(self.task, completed=completed, visible=True)
 
     def describe(self, text: str) -> None:
-        self.bar.update(self.task, description=text, visible=True)
+        self.bar.update(self.task, description=shown(text), visible=True)
 
     def _index(self) -> int:
         return next(i for i, t in enumerate(self.bar.tasks) if t.id == self.task)
@@ -99,7 +100,7 @@ class RichReporter:
 
     @contextmanager
     def meter(self, description: str, *, total: int | None = None, unit: Unit = "bytes") -> Iterator[Meter]:
-        task = self.bar.add_task(description, total=total, unit=unit, visible=False)
+        task = self.bar.add_task(shown(description), total=total, unit=unit, visible=False)
         try:
             yield RichMeter(self.bar, task)
         finally:
@@ -108,6 +109,7 @@ class RichReporter:
 
 @contextmanager
 def live_reporter(console: Console, *, enabled: bool) -> Iterator[RichReporter]:
-    columns = [TextColumn("{task.description}"), _BarOrSpinner(), _Count(), _Rate(), _Time()]
+    # a description names layers, images and build steps: plain text (no rich markup such as [link=…]), escaped
+    columns = [TextColumn("{task.description}", markup=False), _BarOrSpinner(), _Count(), _Rate(), _Time()]
     with Progress(*columns, console=console, transient=True, disable=not enabled) as bar:
         yield RichReporter(bar, drawing=enabled)

@@ -9,7 +9,8 @@ import typer
 
 from ..errors import ConfigError
 from ..fsutil import atomic_write
-from .app import SETTINGS, JsonOpt, NgcOpt, SetOpt, StackArg, app, emit_json, info, warn
+from ..outside import shown
+from .app import SETTINGS, JsonOpt, NgcOpt, SetOpt, StackArg, app, emit_json, info, say, warn
 
 
 @app.command("recipes")
@@ -26,10 +27,11 @@ def recipes_cmd(
         emit_json(data)
         return
     for section, items in data.items():
-        typer.echo(f"{section}:")
-        width = max((len(i["name"]) for i in items), default=0)
-        for item in items:
-            typer.echo(f"  {item['name']:<{width}}  {item['description']}")
+        say(f"{section}:")
+        rows = [(shown(i["name"]), shown(i["description"])) for i in items]  # one line each: anyone's recipe
+        width = max((len(name) for name, _ in rows), default=0)
+        for name, description in rows:
+            say(f"  {name:<{width}}  {description}")
 
 
 @app.command("show")
@@ -49,7 +51,7 @@ def show_cmd(
     if json_out:
         emit_json(data)
     else:
-        typer.echo(describe.show_text(data), nl=False)
+        say(describe.show_text(data), nl=False)
 
 
 @app.command("render")
@@ -91,7 +93,7 @@ def render_cmd(
         if copies:
             info(f"note: this file copies {', '.join(copies)} from its build context; "
                  f"`ckit render {stack} -o DIR/` writes them too")
-        typer.echo(text, nl=False)
+        say(text, nl=False)
     else:
         atomic_write(Path(output), text.encode())
         info(f"wrote {output}")

@@ -15,7 +15,20 @@ from ..image import SOURCE_FORMS
 from ..progress import Meter
 from ..registry.auth import ENV_PASSWORD, ENV_USER, Credentials, erase, from_env, store
 from ..registry.reference import api_host, parse, parse_registry
-from .app import SETTINGS, DryRunOpt, JsonOpt, NgcOpt, SetOpt, app, emit_json, emit_plan, info, progress, warn
+from .app import (
+    SETTINGS,
+    DryRunOpt,
+    JsonOpt,
+    NgcOpt,
+    SetOpt,
+    app,
+    emit_json,
+    emit_plan,
+    info,
+    progress,
+    say,
+    warn,
+)
 
 if TYPE_CHECKING:  # the machinery is imported when a command runs (start-up time)
     from ..cache.stage import StagePlan, StageResult
@@ -130,7 +143,7 @@ def push(
         return
     info(f"pushed {outcome.kind} {outcome.reference} ({outcome.size} bytes, {outcome.uploaded_bytes} bytes "
          f"uploaded, {outcome.media_type})")
-    typer.echo(outcome.reference)
+    say(outcome.reference)
 
 
 def _for_site(source: str, site: str | None) -> Site | None:
@@ -157,7 +170,7 @@ def _show_plan(planned: PushPlan, as_json: bool) -> None:
     if planned.engine_image:
         lines.append(f"  engine image: {planned.engine_image} (read out of the engine with a save)")
     lines += [f"  {x['what']}: {x.get('size', '?')} bytes, {x['action']}" for x in planned.layers]
-    typer.echo("\n".join(lines))
+    say("\n".join(lines))
 
 
 def _parameters(sets: list[str]) -> dict[str, dict[str, str]]:
@@ -200,7 +213,7 @@ def pull(
         emit_json(result)
         return
     info(f"pulled {result['reference']} ({result['size']} bytes, {result['kind']} {result['digest']})")
-    typer.echo(result["path"])
+    say(result["path"])
 
 
 def _registry_ref(text: str) -> str:
@@ -267,7 +280,7 @@ def lock(
         emit_json({**data, "path": str(output)})
         return
     info(f"locked {resolved.stack}: {resolved.base_image} -> {head.digest}")
-    typer.echo(str(output))
+    say(str(output))
 
 
 @app.command("stage")
@@ -315,7 +328,7 @@ def stage(
         return
     how = "made" if result.converted else "already staged"
     info(f"staged {result.source} as .{result.target} ({result.size} bytes, {result.digest}; {how})")
-    typer.echo(str(result.path))
+    say(str(result.path))
 
 
 def _stage(plan: StagePlan, profile: Site | None, sets: list[str] | None, ngc: str | None, insecure: bool,

@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from .app import SETTINGS, JsonOpt, app, complete_site, emit_json
+from ..outside import shown
+from .app import SETTINGS, JsonOpt, app, complete_site, emit_json, say
 
 sites_app = typer.Typer(name="sites", help="Site profiles (built-in and --sites folders).",
                         invoke_without_command=True, rich_markup_mode=None)
@@ -26,8 +27,8 @@ def sites(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         emit_json([site_summary(s) for s in found])
         return
     width = max(len(s.name) for s in found)
-    for site in found:
-        typer.echo(f"{site.name:<{width}}  {site.scheduler:<5}  {site.description}")
+    for site in found:  # a profile in a shared --sites folder is anyone's text: one line per site, escaped
+        say(f"{shown(site.name):<{width}}  {shown(site.scheduler):<5}  {shown(site.description)}")
 
 
 @sites_app.command("show")
@@ -41,4 +42,4 @@ def show(name: Annotated[str, typer.Argument(metavar="SITE", help="Site name.", 
     if as_json:
         emit_json(site_data(site))
     else:
-        typer.echo(site_text(site), nl=False)
+        say(site_text(site), nl=False)

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 
 from ..errors import ConfigError
+from ..outside import ascii_float, ascii_int
 
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -48,6 +49,8 @@ LIMITS: dict[str, Limit] = {
                        "config.json or lock file"),
     "tar_header_size": Limit("CKIT_MAX_TAR_HEADER_SIZE", 1 * MiB, 1 * KiB, "bytes of one PAX record set or "
                              "GNU long name in a layer"),
+    "log_tail": Limit("CKIT_MAX_LOG_TAIL", 1 * MiB, 1 * KiB, "bytes of a job's log that `ckit logs` shows: its "
+                      "end (and with -f, what a poll finds new; the rest is in the file, which the message names)"),
     "yaml_values": Limit("CKIT_MAX_YAML_VALUES", 100_000, 100, "values a YAML file may hold, aliases expanded "
                          "(a 'billion laughs' file is refused)"),
     "nesting": Limit("CKIT_MAX_NESTING", 100, 8, "levels of nesting in a YAML or JSON document"),
@@ -62,11 +65,8 @@ def get(name: str) -> float:
     text = os.environ.get(limit.env, "").strip()
     if not text:
         return limit.default
-    try:
-        value = int(text) if limit.integer else float(text)
-    except ValueError:
-        value = None
-    if value is None or value != value or value < limit.minimum or value > 1e15:
+    value = ascii_int(text) if limit.integer else ascii_float(text)  # int()/float() take '٣', '1_0', 'nan'
+    if value is None or value < limit.minimum or value > 1e15:
         kind = "a whole number" if limit.integer else "a number"
         raise ConfigError(f"{limit.env}={text!r} is not {kind} of at least {limit.minimum:g}",
                           hint=f"{limit.env}: {limit.meaning}")

@@ -10,6 +10,7 @@ keyword below is checked at least as strictly as JSON Schema (draft 2020-12) doe
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Any
@@ -90,7 +91,23 @@ def _items(instance: Any, value: Any, _schema: dict[str, Any]) -> bool:
 
 
 def _pattern(instance: Any, value: str, _schema: dict[str, Any]) -> bool:
-    return not isinstance(instance, str) or re.search(value, instance) is not None
+    return not isinstance(instance, str) or matches(value, instance)
+
+
+@functools.cache
+def _ecma(pattern: str) -> re.Pattern[str]:
+    # A JSON Schema pattern is an ECMA 262 regular expression, whose final $ is the end of the text; Python's
+    # also matches before a last newline, so ^[a-z][a-z0-9_-]*$ took the site name "evil\n" (which then ended
+    # the comment line of a job script early).
+    if pattern.endswith("$") and not pattern.endswith("\\$"):
+        pattern = pattern[:-1] + r"\Z"
+    return re.compile(pattern)
+
+
+def matches(pattern: str, text: str) -> bool:
+    """Whether ``text`` matches the JSON Schema ``pattern`` (searched, as the standard says; ``$`` at its end
+    is the end of the text)."""
+    return _ecma(pattern).search(text) is not None
 
 
 def _minimum(instance: Any, value: Any, _schema: dict[str, Any]) -> bool:

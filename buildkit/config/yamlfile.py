@@ -8,6 +8,7 @@ the first error into one :class:`~buildkit.errors.ConfigError` with a "did you m
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,7 +18,7 @@ import yaml
 from ..errors import ConfigError
 from ..fsutil import read_capped
 from . import limits
-from .schemacheck import conforms
+from .schemacheck import conforms, matches
 
 if TYPE_CHECKING:
     import jsonschema
@@ -158,11 +159,7 @@ def _describe(error: jsonschema.ValidationError) -> tuple[KeyPath, str, str | No
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         known = _known_keys(schema)
         patterns = list(schema.get("patternProperties", {}))
-        import re
-
-        extras = sorted(
-            k for k in error.instance if k not in known and not any(re.search(p, k) for p in patterns)
-        )
+        extras = sorted(k for k in error.instance if k not in known and not any(matches(p, k) for p in patterns))
         if extras:
             extra = extras[0]
             close = difflib.get_close_matches(str(extra), known, n=1, cutoff=0.6)
@@ -187,13 +184,25 @@ def _describe(error: jsonschema.ValidationError) -> tuple[KeyPath, str, str | No
     return keypath, error.message, schema.get("description")
 
 
+def _validator_class() -> Any:
+    """Draft 2020-12, with ``pattern`` read as the standard reads it (:func:`.schemacheck.matches`)."""
+    import jsonschema
+
+    def pattern(validator: Any, value: str, instance: Any, _schema: dict[str, Any]) -> Iterator[Any]:
+        if validator.is_type(instance, "string") and not matches(value, instance):
+            yield jsonschema.ValidationError(f"{instance!r} does not match {value!r}")
+
+    return jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+        jsonschema.Draft202012Validator, {"pattern": pattern})
+
+
 def validate(doc: Document, schema: dict[str, Any], *, kind: str) -> None:
     """Raise a ConfigError for the first (most relevant) schema violation in ``doc``."""
     if conforms(doc.data, schema):  # the usual case, decided without importing jsonschema (see schemacheck)
         return
     import jsonschema  # imported here: only a document the quick check cannot vouch for pays for it
 
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = _validator_class()(schema)
     errors = list(validator.iter_errors(doc.data))
     if not errors:
         return

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import docker
 
 # podman/buildah: "STEP 2/4: RUN …"; the classic Docker builder: "Step 2/4 : RUN …"
-STEP_RE = re.compile(r"^(?:STEP|Step) (\d+)/(\d+)\s?: ?(.*)$")
+STEP_RE = re.compile(r"^(?:STEP|Step) ([0-9]+)/([0-9]+)\s?: ?(.*)$")
 
 
 @dataclass

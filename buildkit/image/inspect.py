@@ -16,6 +16,7 @@ from typing import Any
 from .. import process
 from ..config.jsondoc import parse as parse_json
 from ..errors import CommandFailed, ConfigError, ConvertError
+from ..outside import shown
 from . import sif as S
 from . import sif_text as T
 from .squashfs import COMPRESSORS
@@ -199,8 +200,9 @@ def render_text(report: dict[str, Any]) -> str:
         out.append("\n" + _block("Definition file", report["deffile"]))
     labels = report.get("labels")
     if isinstance(labels, dict):
-        width = max((len(k) for k in labels), default=0)
-        out.append("\nLabels:\n" + "".join(f"    {k.ljust(width)}  {v}\n" for k, v in sorted(labels.items())))
+        rows = sorted((shown(k), shown(v)) for k, v in labels.items())  # one line each, whatever the image says
+        width = max((len(k) for k, _ in rows), default=0)
+        out.append("\nLabels:\n" + "".join(f"    {k.ljust(width)}  {v}\n" for k, v in rows))
         if not labels:
             out.append("    (none)\n")
     else:

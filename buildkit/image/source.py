@@ -124,7 +124,7 @@ class DockerArchive:
             with tarfile.open(path, "r:") as tar:
                 for member in tar:
                     self.members[_normalise_archive_name(member.name)] = member
-        except tarfile.TarError as err:
+        except (tarfile.TarError, OSError, ValueError) as err:  # a negative base-256 size: a seek before the start
             raise ConvertError(f"{what}: {path} is not a readable tar archive: {err}") from err
         self.entry = self._select(archive_images(self.read("manifest.json", limits.size("config_size")), what))
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..errors import ConfigError, ConvertError
+from ..outside import ascii_int
 
 if TYPE_CHECKING:
     from ..site.model import Site
@@ -79,7 +80,7 @@ def parse_compression(text: str, target: str | None = None) -> Compression:
     if not level_text:
         return Compression(algo, default_level(algo, target))
     low, high = LEVELS[algo]
-    level = int(level_text) if level_text.removeprefix("-").isdigit() else None
+    level = ascii_int(level_text, signed=True)  # not isdigit(): it takes '٣', which int() reads as 3
     if level is None or not low <= level <= high or (algo == "zstd" and level == 0):
         allowed = "-7..-1 or 1..22" if algo == "zstd" else f"{low}..{high}"
         raise ConfigError(f"--compress {text!r}: level must be {allowed} for {algo}", hint=f"use one of {ACCEPTED}")

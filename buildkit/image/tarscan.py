@@ -18,9 +18,13 @@ from typing import BinaryIO
 
 from ..config import limits
 from ..errors import ConvertError
+from ..outside import ascii_int
 
 BLOCK = 512
 ZERO = bytes(BLOCK)
+# What a member's numbers may be: a mode the 8-byte octal field holds (base-256 can say -1 or 2**56), ids of
+# 32 bits (uid_t; squashfs and every runtime hold no more), a size a file offset can reach.
+RANGES = (("mode", 0o7777777), ("uid", (1 << 32) - 1), ("gid", (1 << 32) - 1), ("size", (1 << 63) - 1))
 DATA_TYPES = (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.CONTTYPE)
 KNOWN = frozenset((*DATA_TYPES, tarfile.LNKTYPE, tarfile.SYMTYPE, tarfile.CHRTYPE, tarfile.BLKTYPE,
                    tarfile.DIRTYPE, tarfile.FIFOTYPE))
@@ -89,10 +93,11 @@ def _pax_int(headers: dict[str, str], key: str, default: int, what: str, name: s
     text = headers.get(key)
     if text is None or text == "":
         return default
-    if not text.isdigit() or len(text) > 20:
+    value = ascii_int(text) if len(text) <= 20 else None  # str.isdigit() takes '٣' and '²' (int() refuses '²')
+    if value is None:
         raise ConvertError(f"{what}: {name}: PAX {key}={text[:40]!r} is not a non-negative whole number",
                            hint="the layer is corrupt or hostile; it was not converted")
-    return int(text)
+    return value
 
 
 def _pax_time(headers: dict[str, str], default: float, what: str, name: str) -> float:
@@ -121,9 +126,17 @@ def _header_numbers(buf: bytes, at: int, what: str) -> tuple[int, int, int, int,
         mode, uid, gid, size, mtime = _numbers(buf)
     except ValueError:
         raise _bad(what, at, "a numeric field of the header is not a number") from None
-    if size < 0 or uid < 0 or gid < 0:  # a negative size would move the scan backwards, for ever
-        raise _bad(what, at, f"negative size or id ({size}, {uid}, {gid})")
+    if size < 0:  # it would move the scan backwards, for ever (the other numbers are checked with the name)
+        raise _bad(what, at, f"negative size ({size})")
     return mode, uid, gid, size, mtime
+
+
+def _check_numbers(what: str, name: str, at: int, numbers: tuple[int, int, int, int]) -> None:
+    """A member's mode, uid, gid and size (from the header or its PAX records) are in :data:`RANGES`."""
+    for (field_name, top), value in zip(RANGES, numbers, strict=True):
+        if not 0 <= value <= top:
+            raise ConvertError(f"{what}: {name!r}: {field_name} {value} is out of range (0 to {top}; tar header at "
+                               f"byte {at})", hint="the layer is corrupt or hostile; it was not converted")
 
 
 def _bad(what: str, at: int, why: str) -> ConvertError:
@@ -156,6 +169,15 @@ def _checksum_ok(buf: bytes) -> bool:
         expected = _num(field)
     total = (zlib.adler32(buf) & 0xFFFF) - 1 - sum(field) + 256  # ≡ the checksum, mod 65521
     return expected in (total % 65521, total % 65521 + 65521)
+
+
+def _names(buf: bytes, long_name: str | None, long_link: str | None) -> tuple[str, str]:
+    """A member's name and link target: its header's, unless a GNU long name or long link came before it."""
+    name = _str(buf[0:100])
+    if buf[257:263] == b"ustar\0" and buf[345:346] != b"\0":  # POSIX prefix (GNU puts times there)
+        name = _str(buf[345:500]) + "/" + name
+    linkname = long_link if long_link is not None else _str(buf[157:257]) if buf[157] else ""
+    return (long_name if long_name is not None else name), linkname
 
 
 def scan(f: BinaryIO, start: int, end: int, what: str,
@@ -195,12 +217,7 @@ def scan(f: BinaryIO, start: int, end: int, what: str,
             else:
                 long_link = _str(data)
             continue
-        name = _str(buf[0:100])
-        if buf[257:263] == b"ustar\0" and buf[345:346] != b"\0":  # POSIX prefix (GNU puts times there)
-            name = _str(buf[345:500]) + "/" + name
-        linkname = long_link if long_link is not None else _str(buf[157:257]) if buf[157] else ""
-        if long_name is not None:
-            name = long_name
+        name, linkname = _names(buf, long_name, long_link)
         headers = {**global_pax, **pax} if global_pax and pax else (pax or global_pax)
         if headers:  # PAX records override the header fields
             name, linkname = headers.get("path", name), headers.get("linkpath", linkname)
@@ -209,6 +226,7 @@ def scan(f: BinaryIO, start: int, end: int, what: str,
             if "size" in headers:
                 size = _pax_int(headers, "size", size, what, name)
                 pos = data_at + (size + BLOCK - 1) // BLOCK * BLOCK
+        _check_numbers(what, name, header_at - start, (mode, uid, gid, size))
         member = Member(
             name=name.rstrip("/") or name if kind == tarfile.DIRTYPE else name,
             type=kind, mode=mode, uid=uid, gid=gid, mtime=mtime, size=size, linkname=linkname,

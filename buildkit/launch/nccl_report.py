@@ -8,10 +8,12 @@ from typing import Any
 
 from ..errors import ConfigError
 
+# re.ASCII: \d would take '٣', which int() and float() then read as 3
 _ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\w+)\s+(\w+)\s+(-?\d+)\s+"
-                  r"([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\S+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\S+)\s*$")
-_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([\d.]+)")
-_RANK = re.compile(r"^#\s+Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.*)$")
+                  r"([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\S+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\S+)\s*$", re.ASCII)
+_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([\d.]+)", re.ASCII)
+_RANK = re.compile(r"^#\s+Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.*)$",
+                   re.ASCII)
 
 
 @dataclass(frozen=True)

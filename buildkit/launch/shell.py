@@ -9,7 +9,7 @@ from ..errors import ConfigError
 
 SBATCH_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-SLURM_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?$")
+SLURM_TIME = re.compile(r"^(?:([0-9]+)-)?([0-9]+)(?::([0-9]{1,2}))?(?::([0-9]{1,2}))?$")  # \d takes '٣' too
 _REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 

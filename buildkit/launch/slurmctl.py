@@ -7,17 +7,20 @@
 from __future__ import annotations
 
 import re
+import secrets
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import CommandFailed, ConfigError, LaunchError
+from ..config import limits
+from ..errors import CommandFailed, ConfigError, LaunchError, os_error
+from ..fsutil import read_tail
 from ..process import require, run, which
 
-_JOB_ID = re.compile(r"^\d+(_\d+)?$")
-_FIELDS = ("job_id", "name", "state", "partition", "nodes", "time", "where", "user")
+_JOB_ID = re.compile(r"[0-9]+(_[0-9]+)?")  # ASCII digits: \d and str.isdigit take every script's
+_SQUEUE_FIELDS = "ijTPDMRu"  # squeue's letters for Job's fields, in order
 ACTIVE_STATES = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "STAGE_OUT")
 
 
@@ -42,21 +45,41 @@ def check_job_id(job_id: str) -> str:
     return job_id
 
 
-def _slurm(argv: list[str], step: str) -> str:
+def _slurm(argv: list[str], step: str, env: dict[str, str] | None = None) -> str:
     require(argv[0], purpose=step, package="slurm-client")
     try:
-        return run(argv, step=step, timeout=60).stdout
+        return run(argv, step=step, timeout=60, env=env).stdout
     except CommandFailed as err:
         raise LaunchError(f"{argv[0]} failed: {err.stderr_tail.strip()}",
                           hint="is the Slurm controller reachable (SLURM_CONF)?") from err
 
 
 def jobs(user: str | None, everyone: bool = False) -> list[Job]:
-    """The queue (``squeue``): the user's jobs, or everyone's."""
-    argv = ["squeue", "--noheader", "--format=%i|%j|%T|%P|%D|%M|%R|%u"]
-    argv += [] if everyone or not user else ["--user", user]
-    out = _slurm(argv, "list the jobs")
-    return [Job(*line.split("|", 7)) for line in out.splitlines() if line.count("|") >= 7]
+    """The queue (``squeue``): the user's jobs, or everyone's.
+
+    A job name may hold any byte (Slurm takes ``|``, newlines and escapes from whoever submits), so no
+    character can separate the fields. They are separated by a random token instead, new for each call: a
+    name was given before the token existed and cannot hold it. The format goes in the environment
+    (``SQUEUE_FORMAT``, which squeue reads as ``--format``) rather than on the command line, which other users
+    can read while squeue runs."""
+    token = f"@ckit{secrets.token_hex(16)}@"
+    argv = ["squeue", "--noheader"] + ([] if everyone or not user else ["--user", user])
+    out = _slurm(argv, "list the jobs", env={"SQUEUE_FORMAT": "".join(f"{token}%{c}" for c in _SQUEUE_FIELDS)})
+    return parse_jobs(out, token)
+
+
+def parse_jobs(out: str, token: str) -> list[Job]:
+    """squeue's records, each field after ``token`` and each record ending in a newline (the last field's)."""
+    first, *fields = out.split(token)
+    count = len(_SQUEUE_FIELDS)
+    if first.strip() or len(fields) % count:
+        raise LaunchError("squeue's answer is not the list of jobs ckit asked for",
+                          hint="run `squeue` to see what it says (is SLURM_CONF the right cluster's?)")
+    found = []
+    for at in range(0, len(fields), count):
+        job_id, name, state, partition, nodes, elapsed, where, user = fields[at:at + count]
+        found.append(Job(job_id, name, state, partition, nodes, elapsed, where, user.removesuffix("\n")))
+    return found
 
 
 def job_fields(job_id: str) -> dict[str, str]:
@@ -94,21 +117,39 @@ def log_file(job_id: str, cwd: Path) -> Path:
                       hint="run ckit logs in the folder the job was submitted from")
 
 
-def follow(path: Path, active: Callable[[], bool], poll: float = 0.5) -> Iterator[bytes]:
-    """The file's bytes as they are written, until the job is over and everything was read."""
+@dataclass(frozen=True)
+class LogPiece:
+    """Bytes of a job's log, and how many bytes before them were left out (the log was longer than the
+    ``log_tail`` limit, or grew by more than it between two looks)."""
+
+    data: bytes
+    skipped: int = 0
+
+
+def read_log(path: Path, job_id: str, start: int = 0) -> tuple[LogPiece, int]:
+    """The log from ``start`` on, at most its last ``log_tail`` bytes (a regular file only: a log that is
+    ``/dev/zero`` or a FIFO is refused before it is read); the piece and the offset after it. A log not
+    written yet is empty."""
+    try:
+        data, at = read_tail(path, start, limits.size("log_tail"), f"job {job_id}: its log")
+    except FileNotFoundError:
+        return LogPiece(b""), start
+    except OSError as err:
+        raise os_error(err, path, "read") from err
+    return LogPiece(data, max(0, at - start)), at + len(data)
+
+
+def follow(path: Path, job_id: str, active: Callable[[], bool], poll: float = 0.5) -> Iterator[LogPiece]:
+    """The log's new bytes as they are written, until the job is over and everything was read; each look
+    reads at most the ``log_tail`` limit (a job that writes faster is shown in part, with what was skipped)."""
     offset = 0
     while True:
         running = active()
-        if path.exists():
-            with path.open("rb") as src:
-                src.seek(offset)
-                chunk = src.read(1 << 20)
-            while chunk:
-                offset += len(chunk)
-                yield chunk
-                with path.open("rb") as src:
-                    src.seek(offset)
-                    chunk = src.read(1 << 20)
+        while True:
+            piece, offset = read_log(path, job_id, offset)
+            if not piece.data:
+                break
+            yield piece
         if not running:
             return
         time.sleep(poll)

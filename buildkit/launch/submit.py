@@ -25,13 +25,14 @@ def write_script(text: str, path: Path, inputs: Iterable[Path] = ()) -> Path:
     """Write ``text`` to ``path`` (mode 0755) through a temp file in the same folder and a rename; the output
     guard refuses a device, a folder or one of ``inputs`` (e.g. the image file) at ``path``."""
     path = path.resolve()
+    data = text.encode("utf-8", "surrogateescape")  # an argument that was not UTF-8 goes back as its bytes
 
     def same_text(tmp: Path) -> None:
-        if tmp.read_text(encoding="utf-8") != text:
+        if tmp.read_bytes() != data:  # bytes: reading text would turn a CR in a value into a newline
             raise LaunchError(f"{path}: written script differs from the rendered one")
 
     with atomic_path(path, mode=0o755, verify=same_text, inputs=inputs) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_bytes(data)
     return path
 
 
@@ -46,7 +47,7 @@ def submit(script: Path, *, wait: bool = False, cwd: Path | None = None, poll: f
     except CommandFailed as err:
         raise LaunchError(f"sbatch rejected {script}: {err.stderr_tail.strip()}",
                           hint="check the partition, account and resources with `ckit sites show`") from err
-    match = re.search(r"^(\d+)", result.stdout.strip())
+    match = re.search(r"^([0-9]+)", result.stdout.strip())
     if not match:
         raise LaunchError(f"sbatch gave no job id for {script}: {(result.stderr or result.stdout).strip()}")
     job_id = match.group(1)

@@ -78,7 +78,7 @@ class TarIndex:
             with tarfile.open(self.path, "r:") as tar:
                 for member in tar:
                     self.members[normalise(member.name)] = member
-        except (tarfile.TarError, OSError) as err:
+        except (tarfile.TarError, OSError, ValueError) as err:  # ValueError: a negative base-256 size
             raise ConfigError(f"{what}: {path} is not a readable tar archive ({err})") from err
 
     def regular(self, name: str, role: str) -> tarfile.TarInfo:

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from .model import Condition, Constraint, ParamValue
 from .params import format_value
 
-_VERSION = re.compile(r"^v?(\d+(?:\.\d+)*)")
+_VERSION = re.compile(r"^v?([0-9]+(?:\.[0-9]+)*)")
 
 
 def version_key(text: str) -> tuple[int, ...] | None:

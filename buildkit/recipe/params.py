@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import ConfigError
+from ..outside import ascii_int
 from .model import ParamSpec, ParamValue
 
 _TRUE = {"true", "yes", "on", "1"}
@@ -65,10 +66,10 @@ def parse_cli(spec: ParamSpec, text: str, *, where: Callable[[str], ConfigError]
             return False
         raise where(f"parameter '{spec.name}' expects true or false, got {text!r}")
     if spec.type == "int":
-        try:
-            return int(text)
-        except ValueError:
-            raise where(f"parameter '{spec.name}' expects a whole number, got {text!r}") from None
+        number = ascii_int(text.strip(), signed=True)  # int() would take '٣' and '1_0'
+        if number is None:
+            raise where(f"parameter '{spec.name}' expects a whole number in ASCII digits, got {text!r}")
+        return number
     return check_value(spec, text, where=where)
 
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from ..config import limits
 from ..errors import IntegrityError, RegistryError
 from ..oci.digest import parse_digest
+from ..outside import ascii_int
 from . import transport
 from .tokens import scope_for
 
@@ -40,7 +41,7 @@ log = logging.getLogger("ckit.registry")
 STREAMS = 3  # range requests of one blob in flight
 FAST = 200 << 20  # bytes/s: a first piece that came this fast says one stream is enough (gzip reads ~250 MB/s)
 READ = 1 << 20
-CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
+CONTENT_RANGE = re.compile(r"bytes ([0-9]+)-([0-9]+)/([0-9]+|\*)")
 
 
 class _Stopped(Exception):
@@ -92,7 +93,7 @@ class _Fetch:
         response = self.client.request("GET", self.path, [scope_for(self.repo, "pull")], ok=(200, 206),
                                        stream=True, headers=headers, what=self.what)
         announced = response.headers.get("Content-Length", "")
-        if response.status_code == 200 and announced.isdigit() and int(announced) != self.size:
+        if response.status_code == 200 and ascii_int(announced) not in (None, self.size):
             response.close()
             raise IntegrityError(f"{self.what}: the registry announces {announced} bytes, its descriptor says "
                                  f"{self.size}", hint="the content is corrupt or was altered; nothing was written")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, BinaryIO
 import requests
 
 from ..errors import RegistryError
+from ..outside import ascii_int
 from .streams import HashingFile, LimitedReader
 from .tokens import scope_for
 
@@ -95,10 +96,11 @@ class ChunkedUpload:
         if "-" not in value:
             return default
         last = value.removeprefix("bytes=").rsplit("-", 1)[1].strip()
-        if not last.isdigit() or int(last) >= max(self.size, 1):
+        end = ascii_int(last)
+        if end is None or end >= max(self.size, 1):
             raise RegistryError(f"registry {self.client.host} answered an upload of {self.what} with a bad "
                                 f"Range {value[:40]!r}", hint="the registry is misbehaving; try again")
-        return 0 if int(last) <= 0 else int(last) + 1  # distribution says "0-0" for an empty upload
+        return 0 if end <= 0 else end + 1  # distribution says "0-0" for an empty upload
 
     def _recover(self) -> int:
         """Where to go on from: the registry's kept range, or 0 on a new upload when it forgot this one."""

@@ -29,6 +29,7 @@ from ..config import limits
 from ..config.jsondoc import parse as parse_json
 from ..errors import ConfigError, IntegrityError, RegistryError
 from ..oci.digest import VerifyingReader, of_bytes, parse_digest, verify_bytes
+from ..outside import ascii_int
 from ..process import redact
 from . import auth as auth_mod
 from . import transport
@@ -244,7 +245,7 @@ class RegistryClient:
         length = response.headers.get("Content-Length") or "0"
         return ManifestHead(str(parse_digest(digest, f"manifest {self.host}/{repo}:{reference}")),
                             response.headers.get("Content-Type", "").split(";")[0].strip(),
-                            int(length) if length.isdigit() else 0)
+                            ascii_int(length) or 0)
 
     def _head_from_get(self, repo: str, reference: str, accept: str) -> ManifestHead:
         manifest = self.get_manifest(repo, reference, accept)
@@ -279,7 +280,7 @@ class RegistryClient:
         response = self.request("GET", f"/v2/{repo}/blobs/{digest}", [scope_for(repo, "pull")], stream=True,
                                 what=f"blob {self.host}/{repo}@{digest}")
         announced = response.headers.get("Content-Length", "")
-        if size is not None and announced.isdigit() and int(announced) != size:
+        if size is not None and ascii_int(announced) not in (None, size):
             response.close()
             raise IntegrityError(f"{what}: the registry announces {announced} bytes, its descriptor says {size}",
                                  hint="the content is corrupt or was altered; nothing was written")

@@ -24,6 +24,7 @@ from typing import Any
 from ..config.jsondoc import parse as parse_json
 from ..errors import CompatError, ConfigError, IntegrityError
 from ..oci.digest import of_bytes
+from ..outside import ascii_int
 from ..site.compat import SIF_LAYER_PROTO
 from .client import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST, RegistryClient
 from .layers import Blob, LayerSource, Uploader
@@ -103,7 +104,7 @@ class ImageInput:
     def created(self) -> str | None:
         """The config's ``created`` date (RFC 3339), when it has a plausible one."""
         value = _config_object(self.config).get("created")
-        return value if isinstance(value, str) and 0 < len(value) <= 64 and value[:4].isdigit() else None
+        return value if isinstance(value, str) and 0 < len(value) <= 64 and ascii_int(value[:4]) is not None else None
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 
 from ..fsutil import atomic_write
+from ..outside import ascii_int
 from ..storage.store import default_root
 
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -72,7 +73,8 @@ def lookup_compressed(diff_id: str, method: str, root: Path | None = None) -> tu
         digest, size = _compressed_entry(diff_id, method, root).read_text().split()
     except (OSError, ValueError):
         return None
-    return (digest, int(size)) if _DIGEST.match(digest) and size.isdigit() else None
+    number = ascii_int(size)
+    return (digest, number) if _DIGEST.match(digest) and number is not None else None
 
 
 def remember_compressed(diff_id: str, method: str, digest: str, size: int, root: Path | None = None) -> None:

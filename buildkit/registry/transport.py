@@ -34,6 +34,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from ..config import limits
 from ..errors import IntegrityError, RegistryError
+from ..outside import ascii_int
 
 log = logging.getLogger("ckit.registry")
 
@@ -150,8 +151,9 @@ def _retry_after(response: requests.Response) -> float | None:
     value = response.headers.get("Retry-After", "").strip()
     if not value:
         return None
-    if value.isdigit():
-        return float(value)
+    seconds = ascii_int(value)  # isdigit() takes '²' (the headers are Latin-1), which int() refuses
+    if seconds is not None:
+        return float(seconds)
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):

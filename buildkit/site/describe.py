@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from ..outside import shown
 from .model import Site
 
 _TAG_MARK = {"verified": "V", "seed": "D", "uncertain": "U"}
@@ -111,4 +112,4 @@ def site_text(site: Site) -> str:
         out += ["", "sources:"]
         out += [f"  {f.key} [{_TAG_MARK[f.tag]}]: " + "; ".join(x for x in (f.source, f.note) if x) for f in sources]
     out += ["", "tags: [V] verified in a cited source, [D] only in a seed guide, [U] uncertain, [ ] untagged"]
-    return "\n".join(out) + "\n"
+    return "\n".join(shown(line) for line in out) + "\n"  # one line per value, whatever the profile's text holds

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..config import yamlfile
 from ..config.searchpath import SearchPath, suggest
+from ..outside import ascii_int
 from . import compat
 from .model import Fact, Partition, Platform, Policy, Runtime, Site
 from .schema import SITE_SCHEMA
@@ -40,8 +41,8 @@ def _has_keypath(data: Any, parts: list[str]) -> bool:
     for part in parts:
         if isinstance(data, dict) and part in data:
             data = data[part]
-        elif isinstance(data, list) and part.isdigit() and int(part) < len(data):
-            data = data[int(part)]
+        elif isinstance(data, list) and (index := ascii_int(part)) is not None and index < len(data):
+            data = data[index]
         else:
             return False
     return True

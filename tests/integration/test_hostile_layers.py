@@ -74,6 +74,15 @@ def unsquashfs_lists(path: Path, offset: int = 0) -> str:
     (pax(b"junk") + member("x") + END, "malformed PAX header"),
     (header("big", kind=b"L", size=1 << 30) + END, "does not fit"),  # a 1 GiB long name: never read
     (header("m", mode_field=b"zzzzzzz\0") + END, "not a number"),
+    # base-256 and PAX numbers out of what a member can have: "internal error: OverflowError" before
+    (GOOD + header("bin/evil", mode_field=base256(-1, 8)) + END, "'bin/evil': mode -1 is out of range"),
+    (header("m", mode_field=base256(1 << 40, 8)) + END, "'m': mode 1099511627776 is out of range"),
+    (pax({"uid": "99999999999999999999"}) + member("u") + END, "'u': uid 99999999999999999999 is out of range"),
+    (pax({"gid": "4294967296"}) + member("g") + END, "'g': gid 4294967296 is out of range"),
+    (header("huge", size_field=base256(1 << 80, 12)) + END, "'huge': size 1208925819614629174706176 is out"),
+    (pax({"uid": "\u0663"}) + member("u") + END, "PAX uid='\u0663'"),  # an Arabic-Indic 3: isdigit() took it
+    (pax({"size": "\uff13"}) + member("s") + END, "PAX size='\uff13'"),  # a fullwidth 3
+    (pax({"uid": "\u00b2"}) + member("u") + END, "PAX uid='\u00b2'"),  # isdigit() took it, int() refused it
     (bytes(range(256)) * 8, "bad tar header checksum"),  # not a tar at all
     (GOOD + header("cut")[:300], "ends inside a tar header"),  # the last member silently vanished before
     (GOOD + member(".wh."), "names no file"),
@@ -260,6 +269,16 @@ def test_a_docker_archive_member_linked_to_a_device_is_not_read(tmp_path: Path) 
     ran = run("convert", f"docker-archive:{archive}", "--to", "sqsh", "-o", str(tmp_path / "o.sqsh"),
               env={"CKIT_CACHE_DIR": str(tmp_path / "cache")}, timeout=30)
     clean_failure(ran, 1, says="no member 'dev/zero'")
+
+
+@pytest.mark.parametrize("form", ["docker-archive", "oci-archive"])
+def test_an_archive_member_of_negative_size_is_refused(tmp_path: Path, form: str) -> None:
+    """tarfile seeks before the archive's start for it: "cannot read or write: Invalid argument" before."""
+    archive = tmp_path / "image.tar"
+    archive.write_bytes(header("manifest.json", size_field=base256(-1536, 12)) + END)
+    ran = run("convert", f"{form}:{archive}", "--to", "sqsh", "-o", str(tmp_path / "o.sqsh"),
+              env={"CKIT_CACHE_DIR": str(tmp_path / "cache")}, timeout=30)
+    clean_failure(ran, 1, 2, says=f"{archive} is not a readable tar archive")
 
 
 # --- OCI layouts: indexes that nest, fan out or list themselves; blobs that are FIFOs -------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import tempfile
 import time
 from pathlib import Path
 
@@ -107,6 +108,34 @@ def test_stale_temps_are_removed_only_when_no_writer_holds_them(tmp_path: Path) 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["app.sif"]
 
 
+def test_a_young_temp_of_a_dead_writer_is_removed_at_once(tmp_path: Path) -> None:
+    """A pull killed a moment ago left its .part: the rerun removes it (a two-second grace left it there)."""
+    final = tmp_path / "app.sif"
+    (tmp_path / ".app.sif.young.part").write_bytes(b"written until the kill")
+    atomic_write(final, b"new")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.sif"]
+
+
+def test_a_writer_whose_new_temp_a_cleaner_removed_before_its_lock_makes_another(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The window between a temp file's creation and its lock: a cleaner there sees no lock and removes it. The
+    writer finds the path gone once it holds the lock, and writes through a new one."""
+    final, made = tmp_path / "app.sif", []
+    real = tempfile.mkstemp
+
+    def made_then_cleaned(*args: object, **kwargs: object) -> tuple[int, str]:
+        fd, name = real(*args, **kwargs)  # type: ignore[call-overload]
+        made.append(name)
+        if len(made) == 1:
+            assert clean_stale(final, ".part") == 1  # another writer's cleaning, just before this one's lock
+        return fd, name
+
+    monkeypatch.setattr(tempfile, "mkstemp", made_then_cleaned)
+    atomic_write(final, b"whole")
+    assert final.read_bytes() == b"whole" and len(made) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.sif"]
+
+
 def test_read_capped_reads_only_small_regular_files(tmp_path: Path) -> None:
     small = tmp_path / "a.yaml"
     small.write_bytes(b"x" * 10)
@@ -123,6 +152,7 @@ def test_read_capped_reads_only_small_regular_files(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("header, expected", [
     ("3", 3.0), ("", None), ("soon", None), ("-5", None), ("Wed, 21 Oct 1970 07:28:00 GMT", 0.0),
+    ("\u00b2", None), ("\u00b9\u00b2", None),  # Latin-1 superscripts: isdigit() said yes, float() raised ValueError
 ])
 def test_retry_after(header: str, expected: float | None) -> None:
     response = requests.Response()

@@ -122,3 +122,19 @@ def test_violations_are_left_to_jsonschema(instance: Any, schema: dict[str, Any]
 def test_what_it_cannot_tell_it_leaves_to_jsonschema(instance: Any, schema: dict[str, Any]) -> None:
     assert valid(instance, schema)
     assert not conforms(instance, schema)
+
+
+def test_a_patterns_dollar_is_the_end_of_the_text_not_before_a_last_newline(tmp_path: Path) -> None:
+    """JSON Schema's $ (ECMA 262) is the end; Python's also matched before a final newline: a site named "evil\\n"
+    passed ^[a-z][a-z0-9_-]*$ and ended the comment line of its job scripts early."""
+    from buildkit.config.yamlfile import Document, validate
+    from buildkit.errors import ConfigError
+
+    for pattern in ("^[a-z]+$", "[a-z]$"):
+        assert conforms("evil", {"type": "string", "pattern": pattern})
+        assert not conforms("evil\n", {"type": "string", "pattern": pattern})
+    assert conforms("cost$", {"type": "string", "pattern": "t\\$"})  # a literal dollar stays one
+    data = yaml.safe_load((ROOT / "sites" / "local.yaml").read_text())
+    for name in ("local\n", "\nlocal"):
+        with pytest.raises(ConfigError, match="does not match the expected form at 'name'"):
+            validate(Document(tmp_path / "local.yaml", {**data, "name": name}), SITE_SCHEMA, kind="site profile")

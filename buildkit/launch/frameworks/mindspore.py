@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...outside import ascii_int
 from .. import steps
 from ..plan import LaunchPlan
 from . import JOB_PORT, NODE_LIST, FrameworkBackend, Glue
@@ -167,7 +168,7 @@ def rank_table_problems(table: dict[str, Any], *, servers: int, devices: int) ->
         if [d.get("device_id") for d in device_list] != [str(i) for i in range(devices)]:
             problems.append(f"server {server.get('server_id')} must list device_id 0..{devices - 1} in order")
         for device in device_list:
-            if not device.get("device_ip") or not str(device.get("rank_id", "")).isdigit():
+            if not device.get("device_ip") or ascii_int(str(device.get("rank_id", ""))) is None:
                 problems.append(f"device entry needs device_ip and a numeric rank_id: {device}")
             ranks.append(device.get("rank_id"))
     if ranks != [str(r) for r in range(servers * devices)]:
