@@ -119,7 +119,8 @@ def _live_owner(fd: int) -> list[str] | None:
         return None
     lines = _read(fd)
     fields = lines[0].split() if lines else []
-    if len(fields) != 2 or not (fields[0].isascii() and fields[0].isdigit()) or process_start(int(fields[0])) != fields[1]:
+    pid = fields[0] if len(fields) == 2 and fields[0].isascii() and fields[0].isdigit() else None
+    if pid is None or process_start(int(pid)) != fields[1]:
         return None
     return lines
 
