@@ -65,6 +65,10 @@ class LaunchError(CkitError):
     """A job could not be written or submitted."""
 
 
+class JobTimeout(LaunchError):
+    """A wait for a job ended before the job did (the job goes on)."""
+
+
 class Interrupted(CkitError):
     """The user interrupted the operation; nothing half-written was left behind."""
 

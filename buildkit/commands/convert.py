@@ -36,17 +36,11 @@ def convert(
     as_json: JsonOpt = False,
 ) -> None:
     """Convert an image to .sif or Enroot .sqsh without root, apptainer or enroot."""
-    from ..image.convert import convert as run_convert
-    from ..registry.source import reader
+    from .. import api
 
-    site_profile = None
-    if site is not None:
-        from ..site import load_site
-
-        site_profile = load_site(site, SETTINGS.sites_dirs)
     with progress() as reporter:
-        result = run_convert(source, to, output=output, compress=compress, site=site_profile,
-                             registry=reader(insecure=insecure, ca_file=ca_file), progress=reporter)
+        result = api.convert(source, to, output=output, compress=compress, site=site, insecure=insecure,
+                                ca_file=ca_file, sites=SETTINGS.sites_dirs, progress=reporter)
     if as_json:
         emit_json({"source": source, **result.as_json()})
         return

@@ -16,10 +16,10 @@ def inspect(
     as_json: JsonOpt = False,
 ) -> None:
     """Show what a .sif or .sqsh holds: SIF header and objects, labels, environment, runscript or /etc/rc."""
-    from ..image.inspect import inspect as inspect_file
+    from .. import api
     from ..image.inspect import render_text
 
-    report = inspect_file(file)
+    report = api.inspect(file)
     if as_json:
         emit_json(report)
         return

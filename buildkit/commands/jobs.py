@@ -1,8 +1,8 @@
-"""``ckit jobs``, ``ckit logs JOB [-f]``, ``ckit cancel JOB`` and ``ckit shell`` (squeue, tail -f, scancel, salloc)."""
+"""``ckit jobs [--since]``, ``ckit logs JOB [-f]``, ``ckit cancel JOB`` and ``ckit shell``: the site's scheduler
+answers (:mod:`buildkit.launch.jobcontrol`), through the Python API."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -10,13 +10,16 @@ import typer
 
 from ..config import limits
 from ..outside import shown
-from .app import SETTINGS, JsonOpt, app, emit_json, info, say, whole_number
+from .app import SETTINGS, JsonOpt, app, complete_site, emit_json, info, say, whole_number
 
 if TYPE_CHECKING:
-    from ..launch.slurmctl import LogPiece
+    from ..launch.jobcontrol import JobEntry, LogPiece
 
 Opt = typer.Option
 JobArg = Annotated[str, typer.Argument(metavar="JOB", help="Slurm job id.")]
+SiteOpt = Annotated[str | None, Opt("--site", metavar="SITE", autocompletion=complete_site, help=(
+    "The site whose scheduler to ask (default: the one ckit recorded for the job, else the Slurm of "
+    "SLURM_CONF)."))]
 
 
 def _cell(value: str, width: int) -> str:
@@ -24,22 +27,35 @@ def _cell(value: str, width: int) -> str:
     return f"{shown(value)[:width]:<{width}}"
 
 
+def _table(found: list[JobEntry], history: bool) -> None:
+    last = "SUBMITTED            EXIT  WHERE" if history else "WHERE"
+    say(f"{'JOB':>8}  {'NAME':<16} {'STATE':<11} {'PARTITION':<10} {'NODES':>5} {'TIME':>10}  {last}")
+    for job in found:
+        extra = f"{shown(job.submitted):<19}  {'' if job.exit_code is None else job.exit_code:>4}  " if history \
+            else ""
+        say(f"{shown(job.job_id):>8}  {_cell(job.name, 16)} {_cell(job.state, 11)} {_cell(job.partition, 10)} "
+            f"{shown(job.nodes):>5} {shown(job.time):>10}  {extra}{shown(job.where)}")
+
+
 @app.command("jobs")
 def jobs_cmd(
     everyone: Annotated[bool, Opt("--all", help="Everyone's jobs, not only yours.")] = False,
+    since: Annotated[str | None, Opt("--since", metavar="WHEN", help=(
+        "The jobs submitted since WHEN (2d, 12h, 30m, 1w or YYYY-MM-DD), finished ones too: from sacct where "
+        "the cluster keeps accounting, else from ckit's records of the jobs it submitted."))] = None,
+    site: SiteOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Your jobs in the queue (squeue -u $USER)."""
-    from ..launch import slurmctl
+    """Your jobs in the queue (squeue -u $USER), or with --since the ones you submitted since then."""
+    from .. import api
 
-    found = slurmctl.jobs(os.environ.get("USER") or None, everyone)
+    found = api.jobs(site=site, everyone=everyone, since=since, sites=SETTINGS.sites_dirs)
     if as_json:
         emit_json({"jobs": [j.as_json() for j in found]})
         return
-    say(f"{'JOB':>8}  {'NAME':<16} {'STATE':<11} {'PARTITION':<10} {'NODES':>5} {'TIME':>10}  WHERE")
-    for job in found:
-        say(f"{shown(job.job_id):>8}  {_cell(job.name, 16)} {_cell(job.state, 11)} {_cell(job.partition, 10)} "
-            f"{shown(job.nodes):>5} {shown(job.time):>10}  {shown(job.where)}")
+    if since is not None and found and found[0].source == "records":
+        info("no accounting on this cluster (sacct): the jobs ckit submitted, from its records")
+    _table(found, since is not None)
 
 
 def _skipped(piece: LogPiece, path: Path) -> None:
@@ -52,38 +68,51 @@ def _skipped(piece: LogPiece, path: Path) -> None:
 def logs_cmd(
     job: JobArg,
     follow: Annotated[bool, Opt("-f", "--follow", help="Keep printing until the job ends (tail -f).")] = False,
+    site: SiteOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """The output of JOB (the end of its --output file), or follow it while it runs."""
-    from ..launch import slurmctl
+    """The output of JOB (the end of its -o file, then of its -e file), or follow it while it runs."""
+    from .. import api
 
-    path = slurmctl.log_file(slurmctl.check_job_id(job), Path.cwd())
     if as_json:
         if follow:
-            for _ in slurmctl.follow(path, job, lambda: slurmctl.is_active(job)):
+            for _ in api.follow(job, site=site, sites=SETTINGS.sites_dirs):
                 pass
-        piece, _ = slurmctl.read_log(path, job)
-        emit_json({"job_id": job, "log": str(path), "text": piece.data.decode("utf-8", "replace"),
-                   "skipped_bytes": piece.skipped, "state": slurmctl.job_fields(job).get("JobState")})
+        emit_json(api.logs(job, site=site, sites=SETTINGS.sites_dirs).as_json())
         return
-    info(f"log: {path}")
+    files = api.log_files(job, site=site, sites=SETTINGS.sites_dirs)
+    info(f"log: {files.output}" + (f"; errors: {files.error}" if files.error else ""))
     if follow:
-        pieces = slurmctl.follow(path, job, lambda: slurmctl.is_active(job))
-    else:
-        pieces = iter([slurmctl.read_log(path, job)[0]])
-    for piece in pieces:
-        _skipped(piece, path)
-        say(piece.data, nl=False)
+        for piece in api.follow(job, site=site, sites=SETTINGS.sites_dirs):
+            _skipped(piece, files.error if piece.stream == "error" and files.error else files.output)
+            say(piece.data, nl=False)
+        return
+    text = api.logs(job, site=site, sites=SETTINGS.sites_dirs)
+    for data, skipped, path in ((text.text, text.skipped_bytes, files.output),
+                                (text.error_text, text.error_skipped_bytes, files.error)):
+        if data is None or path is None:
+            continue
+        if path is files.error:
+            info(f"--- {path} (-e) ---")
+        _skipped_count(skipped or 0, path)
+        say(data, nl=False)
+
+
+def _skipped_count(count: int, path: Path) -> None:
+    if count:
+        from ..launch.jobcontrol import LogPiece
+
+        _skipped(LogPiece(b"", count), path)
 
 
 @app.command("cancel")
-def cancel_cmd(job: JobArg, as_json: JsonOpt = False) -> None:
+def cancel_cmd(job: JobArg, site: SiteOpt = None, as_json: JsonOpt = False) -> None:
     """Cancel JOB (scancel)."""
-    from ..launch import slurmctl
+    from .. import api
 
-    result = slurmctl.cancel(job)
+    result = api.cancel(job, site=site, sites=SETTINGS.sites_dirs)
     if as_json:
-        emit_json(result)
+        emit_json(result.as_json())
     else:
         info(f"cancelled job {job}")
 
@@ -106,26 +135,21 @@ def shell_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """A shell in the container on a compute node (salloc + srun --pty), with the site's rules checked."""
-    from ..launch.plan import LaunchRequest, plan_launch
-    from ..launch.schedulers.slurm import SHELL, render_shell
-    from ..process import interactive, require
-    from ..site import load_site
-    from .launch import _pairs
+    from .. import api
+    from ..launch.plan import LaunchRequest
 
-    request = LaunchRequest(command=tuple(command or SHELL), image=image, runtime=runtime, partition=partition,
+    request = LaunchRequest(command=tuple(command or ()), image=image, runtime=runtime, partition=partition,
                             account=account, comment=comment, time=time, gpus_per_node=gpus_per_node,
-                            tasks_per_node=1, name="ckit-shell", mounts=tuple(mount or ()), env=_pairs(env, "--env"))
-    plan = plan_launch(load_site(site, SETTINGS.sites_dirs), request)
-    options, text = render_shell(plan)
-    argv = ["salloc", *options, "bash", "-c", text]
+                            tasks_per_node=1, name="ckit-shell", mounts=tuple(mount or ()),
+                            env=api.env_pairs(env or ()))
+    shell = api.shell_command(site, request, sites=SETTINGS.sites_dirs)
     if dry_run or as_json:
         if as_json:
-            emit_json({"site": plan.site.name, "argv": argv, "ran": not dry_run})
+            emit_json(shell.as_json(ran=not dry_run))
         else:
-            say(" ".join(argv[:-1]) + " '…'\n" + text, nl=False)
+            say(" ".join(shell.argv[:-1]) + " '…'\n" + shell.text, nl=False)
         if dry_run:
             return
-    require("salloc", purpose="open an interactive allocation", package="slurm-client")
-    code = interactive(argv)
+    code = api.shell(site, request, sites=SETTINGS.sites_dirs)
     if code:
         raise typer.Exit(code)

@@ -7,43 +7,13 @@ from typing import Annotated, Any
 
 import typer
 
-from ..errors import CkitError, ConfigError
+from ..errors import ConfigError
 from ..launch import frameworks, nccl_report, runtimes, schedulers
-from ..launch.plan import ImageFacts, LaunchRequest
+from ..launch.plan import LaunchRequest
 from .app import SETTINGS, DryRunOpt, JsonOpt, app, emit_json, info, number, say, warn, whole_number
 
 Opt = typer.Option
 Many = list[str] | None
-
-
-def _pairs(values: list[str] | None, flag: str) -> tuple[tuple[str, str], ...]:
-    out = []
-    for item in values or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"{flag} {item!r} is not K=V", hint=f"write {flag} NAME=value")
-        out.append((key, value))
-    return tuple(out)
-
-
-def image_facts(value: str | None) -> ImageFacts:
-    """The squashfs compression of a .sif/.sqsh that exists on this machine (the site's kernel must mount it)."""
-    path = Path(value).expanduser() if value else None
-    if path is None or not path.is_file():
-        return ImageFacts()
-    from ..image import inspect as reader
-    from ..image import sif
-
-    try:
-        offset = 0
-        if reader.detect(path) == "sif":
-            part = sif.read_sif(path).primary_partition()
-            if part is None or part.fstype != sif.FS_SQUASHFS:
-                return ImageFacts()
-            offset = part.offset
-        return ImageFacts(compression=reader.superblock(path, offset)["compression"])
-    except (CkitError, OSError):
-        return ImageFacts()  # not a squashfs image ckit can read: the runtime judges it
 
 
 @app.command(context_settings={"allow_interspersed_args": False})
@@ -99,23 +69,22 @@ def launch(
     as_json: JsonOpt = False,
 ) -> None:
     """Write a job for SITE, check it against the site's rules and submit it."""
-    from ..launch.plan import plan_launch
-    from ..site import load_site
+    from .. import api
 
     request = LaunchRequest(
         command=tuple(command or ()), image=image, framework=framework, launcher=launcher, rank_table=rank_table,
         nodes=nodes, gpus_per_node=gpus_per_node, tasks_per_node=tasks_per_node, cpus_per_task=cpus_per_task,
-        time=time, partition=partition, account=account, comment=comment, name=name, env=_pairs(env, "--env"),
+        time=time, partition=partition, account=account, comment=comment, name=name, env=api.env_pairs(env or ()),
         mounts=tuple(mount or ()), runtime=runtime, gloo=gloo, network_interface=network_interface,
         devices_per_node=devices_per_node, workdir=workdir, modules=tuple(module or ()), conda=conda, venv=venv,
         pre=tuple(pre or ()), output=output, error=error, mail_type=mail_type, mail_user=mail_user,
         keep_container=keep_container, mpi=mpi)
-    plan = plan_launch(load_site(site, SETTINGS.sites_dirs), request, image_facts(image))
+    plan = api.plan_launch(site, request, sites=SETTINGS.sites_dirs)
     for message in plan.warnings:
         warn(message)
-    scheduler = schedulers.REGISTRY.get(plan.site.scheduler, "site scheduler")
-    how = schedulers.Execution(dry_run=dry_run, submit=do_submit, wait=wait, script=script)
-    result = scheduler.execute(plan, scheduler.render(plan), how)
+    result = api.execute(plan, schedulers.Execution(dry_run=dry_run, submit=do_submit, wait=wait, script=script))
+    for message in result.warnings[len(plan.warnings):]:
+        warn(message)
     _report(result, as_json)
     if result.exit_code:
         raise typer.Exit(result.exit_code)

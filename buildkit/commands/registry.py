@@ -14,7 +14,7 @@ from ..errors import ConfigError
 from ..image import SOURCE_FORMS
 from ..progress import Meter
 from ..registry.auth import ENV_PASSWORD, ENV_USER, Credentials, erase, from_env, store
-from ..registry.reference import api_host, parse, parse_registry
+from ..registry.reference import api_host, parse_registry
 from .app import (
     SETTINGS,
     DryRunOpt,
@@ -31,11 +31,7 @@ from .app import (
 )
 
 if TYPE_CHECKING:  # the machinery is imported when a command runs (start-up time)
-    from ..cache.stage import StagePlan, StageResult
-    from ..registry.client import ManifestHead
     from ..registry.push_plan import PushPlan
-    from ..registry.reference import Reference
-    from ..site.model import Site
 
 # The HTTP stack (requests) is imported inside the commands, so that `ckit --help` and the other commands
 # do not pay for it.
@@ -118,24 +114,18 @@ def push(
 ) -> None:
     """Push an image, a .sif or a .sqsh to an OCI registry through ckit's own client (blobs it already has are
     not sent again; plain image layers are gzip-compressed, the same bytes every time)."""
+    from .. import api
     from ..registry.annotations import parse_pairs
-    from ..registry.client import RegistryClient
-    from ..registry.push import PushOptions, execute
-    from ..registry.push_plan import plan
 
-    target = parse(ref)
-    parameters = _parameters(sets) if sets else None
-    options = PushOptions(stack, parameters, source_digest, parse_pairs(annotation), image_format,
-                          recipes_dirs=tuple(SETTINGS.recipes_dirs))
-    profile = _for_site(source, site)
-    planned = plan(source, target, image_format, options.sets, options.recipes_dirs,
-                   profile.sif_layer_type() if profile else None)
     if dry_run:
-        _show_plan(planned, as_json)
+        _show_plan(api.plan_push(source, ref, image_format=image_format, sets=sets or [], site=site,
+                                 recipes=SETTINGS.recipes_dirs, sites=SETTINGS.sites_dirs), as_json)
         return
-    client = RegistryClient.for_reference(target, insecure=insecure, ca_file=ca_file)
-    with _bar(f"push {Path(source).name}", planned.size) as bar:
-        outcome = execute(client, planned, target, options, bar, bar.total)
+    with progress() as reporter:
+        outcome = api.push(source, ref, image_format=image_format, stack=stack, sets=sets or [],
+                           source_digest=source_digest, annotations=parse_pairs(annotation), site=site,
+                           insecure=insecure, ca_file=ca_file, recipes=SETTINGS.recipes_dirs,
+                           sites=SETTINGS.sites_dirs, progress=reporter)
     for note in outcome.notes:
         warn(note)
     if as_json:
@@ -144,21 +134,6 @@ def push(
     info(f"pushed {outcome.kind} {outcome.reference} ({outcome.size} bytes, {outcome.uploaded_bytes} bytes "
          f"uploaded, {outcome.media_type})")
     say(outcome.reference)
-
-
-def _for_site(source: str, site: str | None) -> Site | None:
-    """The site profile of ``--site``, once a .sif/.sqsh SOURCE is seen to run there (exit 2 otherwise)."""
-    if site is None:
-        return None
-    from ..cache.stage import check_fits, site_target
-    from ..registry.artifacts import detect_kind
-    from ..site.load import load_site
-
-    profile = load_site(site, SETTINGS.sites_dirs)
-    path = Path(source)
-    if path.is_file():
-        check_fits(path, detect_kind(path).name, profile, site_target(profile))
-    return profile
 
 
 def _show_plan(planned: PushPlan, as_json: bool) -> None:
@@ -173,16 +148,6 @@ def _show_plan(planned: PushPlan, as_json: bool) -> None:
     say("\n".join(lines))
 
 
-def _parameters(sets: list[str]) -> dict[str, dict[str, str]]:
-    from ..recipe.params import split_set
-
-    result: dict[str, dict[str, str]] = {}
-    for item in sets:
-        layer, param, value = split_set(item)
-        result.setdefault(layer, {})[param] = value
-    return result
-
-
 @app.command("pull")
 def pull(
     ref: RefArg,
@@ -194,39 +159,15 @@ def pull(
     as_json: JsonOpt = False,
 ) -> None:
     """Pull a .sif/.sqsh artifact (or, with --to, an image converted); every byte is digest-checked."""
-    from ..registry import pull as pulling
-    from ..registry.client import RegistryClient
+    from .. import api
 
-    if to not in (None, "sif", "sqsh"):
-        raise ConfigError(f"--to {to!r}: expected sif or sqsh")
-    target = parse(_registry_ref(ref))
-    client = RegistryClient.for_reference(target, insecure=insecure, ca_file=ca_file)
-    planned = pulling.plan(client, target, to)
-    if planned.kind is None:  # the conversion shows its own progress
-        with progress() as reporter:
-            result = pulling.execute(client, planned, out_dir, insecure=insecure, ca_file=ca_file,
-                                     reporter=reporter)
-    else:
-        with _bar(f"pull {target.repository}", planned.size) as bar:
-            result = pulling.execute(client, planned, out_dir, progress=bar, total=bar.total)
+    with progress() as reporter:
+        result = api.pull(ref, output=out_dir, to=to, insecure=insecure, ca_file=ca_file, progress=reporter)
     if as_json:
-        emit_json(result)
+        emit_json(result.as_json())
         return
-    info(f"pulled {result['reference']} ({result['size']} bytes, {result['kind']} {result['digest']})")
-    say(result["path"])
-
-
-def _registry_ref(text: str) -> str:
-    """A pull names a registry image: ``REF`` or, in the SOURCE grammar, ``docker://REF``; other forms are local."""
-    from ..oci.sources import form_of, parse_spec
-
-    form = form_of(text)
-    if form is None:
-        return text
-    if form.name != "docker":
-        raise ConfigError(f"{text!r} is a local image source; ckit pull reads a registry",
-                          hint=f"convert it with `ckit convert {text} --to sif|sqsh`")
-    return parse_spec(text).ref or ""
+    info(f"pulled {result.reference} ({result.size} bytes, {result.kind} {result.digest})")
+    say(result.path)
 
 
 @app.command("logout")
@@ -255,31 +196,14 @@ def lock(
     as_json: JsonOpt = False,
 ) -> None:
     """Pin the stack's base image tag to its registry digest in ckit.lock."""
-    from ..fsutil import atomic_write
-    from ..recipe.catalog import Catalog
-    from ..registry.client import RegistryClient
-    from ..registry.lock import lock_data, render, resolve_base
+    from .. import api
 
-    resolved = Catalog.from_dirs(SETTINGS.recipes_dirs).resolve(stack, sets=list(sets or []), ngc=ngc)
-    if parse(resolved.base_image).registry == "localhost":  # a local image: no registry to ask for its digest
-        knob = f"--set {resolved.base.name}.registry=REGISTRY/NAMESPACE" if any(
-            name == "registry" for name, _ in resolved.base.params) else "a base on a registry"
-        raise ConfigError(f"stack {stack} builds on {resolved.base_image}, an image of the local engine that no "
-                          f"registry serves, so it has no digest to lock",
-                          hint=f"push the image to a registry and lock with {knob}")
-
-    def head_of(ref: Reference) -> ManifestHead:
-        client = RegistryClient.for_reference(ref, insecure=insecure, ca_file=ca_file)
-        return client.head_manifest(ref.repository, ref.reference)
-
-    base_ref, head = resolve_base(resolved.base_image, head_of)
-    data = lock_data(stack=resolved.stack, parameters=resolved.parameters, fingerprint=resolved.fingerprint,
-                     base_image=resolved.base_image, base_ref=base_ref, head=head, sets=list(sets or []), ngc=ngc)
-    atomic_write(output, render(data).encode())
+    data = api.lock(stack, sets=sets or [], ngc=ngc, output=output, insecure=insecure, ca_file=ca_file,
+                    recipes=SETTINGS.recipes_dirs)
     if as_json:
-        emit_json({**data, "path": str(output)})
+        emit_json(data)
         return
-    info(f"locked {resolved.stack}: {resolved.base_image} -> {head.digest}")
+    info(f"locked {data['stack']}: {data['base']['image']} -> {data['base']['digest']}")
     say(str(output))
 
 
@@ -305,62 +229,21 @@ def stage(
     as_json: JsonOpt = False,
 ) -> None:
     """Put an image where the site's compute nodes find it (`ckit launch --image` and the Pyxis importer do)."""
-    from ..cache import stage as staging
-    from ..registry.stage import stage_dir
+    from .. import api
 
-    if site is None and dest is None:
-        raise ConfigError("ckit stage needs --site SITE or --dest DIR")
-    profile = None
-    if site is not None:
-        from ..site.load import load_site
-
-        profile = load_site(site, SETTINGS.sites_dirs)
-    folder = stage_dir(profile.shared_image_dir if profile else None, dest, site or "")
-    plan = staging.plan_stage(ref, folder, profile, to=to, compress=compress, is_stack=_is_stack(ref))
+    plan = api.plan_stage(ref, site=site, dest=dest, to=to, compress=compress, recipes=SETTINGS.recipes_dirs,
+                          sites=SETTINGS.sites_dirs)
     if dry_run:
         emit_plan(plan, as_json)
         return
-    if profile is not None and profile.compute_internet:
+    if site is not None and api.site(site, sites=SETTINGS.sites_dirs).compute_internet:
         info(f"note: the compute nodes of {site} reach the internet; staging is optional there")
-    result = _stage(plan, profile, sets, ngc, insecure, ca_file)
+    result = api.stage(ref, site=site, dest=dest, to=to, compress=compress, sets=sets or [], ngc=ngc,
+                       insecure=insecure, ca_file=ca_file, recipes=SETTINGS.recipes_dirs,
+                       sites=SETTINGS.sites_dirs, on_log=info)
     if as_json:
         emit_json(result.as_json())
         return
     how = "made" if result.converted else "already staged"
     info(f"staged {result.source} as .{result.target} ({result.size} bytes, {result.digest}; {how})")
     say(str(result.path))
-
-
-def _stage(plan: StagePlan, profile: Site | None, sets: list[str] | None, ngc: str | None, insecure: bool,
-           ca_file: Path | None) -> StageResult:
-    from ..cache import stage as staging
-
-    if plan.kind == "file":
-        return staging.stage_file(Path(plan.source), plan.folder, profile, plan.target)
-    if plan.kind == "stack":
-        stack_name, fingerprint, image_id = _stack_build(plan.source, sets, ngc)
-        return staging.stage_stack(stack_name, fingerprint, image_id, plan.folder, target=plan.target,
-                                   compression=plan.compression, site=profile, log=info)
-    return staging.stage_ref(parse(plan.source), plan.folder, target=plan.target, compression=plan.compression,
-                             site=profile, insecure=insecure, ca_file=ca_file, log=info, written=plan.source)
-
-
-def _is_stack(name: str) -> bool:
-    from ..recipe.catalog import Catalog
-
-    return "/" not in name and ":" not in name and not Path(name).is_file() and \
-        name in Catalog.from_dirs(SETTINGS.recipes_dirs).stack_names()
-
-
-def _stack_build(name: str, sets: list[str] | None, ngc: str | None) -> tuple[str, str, str]:
-    """(stack, fingerprint, engine image id) of the stack's newest build."""
-    from ..recipe.catalog import Catalog
-    from ..registry.engine_images import stack_image
-
-    resolved = Catalog.from_dirs(SETTINGS.recipes_dirs).resolve(name, sets=list(sets or []), ngc=ngc)
-    image = stack_image(resolved.fingerprint)
-    if image is None:
-        again = " ".join(["ckit build", name, *(f"--set {s}" for s in sets or [])])
-        raise ConfigError(f"stack {name} has no build in the engine (fingerprint {resolved.fingerprint[:12]})",
-                          hint=f"run `{again}` first")
-    return resolved.stack, resolved.fingerprint, image

@@ -1,42 +1,23 @@
-"""What users of the seed guides do next with Slurm: list jobs, read a job's log, cancel it, open a shell.
-
-``squeue``/``scontrol``/``scancel``/``salloc`` through the one process runner; results are plain objects
-(``--json`` prints them).
-"""
+"""Slurm's own commands for job control: ``squeue``, ``scontrol``, ``sacct`` and ``scancel``, through the one
+process runner, their answers read into :mod:`~buildkit.launch.jobcontrol`'s objects."""
 
 from __future__ import annotations
 
 import re
 import secrets
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
-from ..config import limits
-from ..errors import CommandFailed, ConfigError, LaunchError, os_error
-from ..fsutil import read_tail
+from ..errors import CommandFailed, ConfigError, LaunchError
+from ..outside import ascii_int
 from ..process import require, run, which
+from .jobcontrol import JobEntry
 
 _JOB_ID = re.compile(r"[0-9]+(_[0-9]+)?")  # ASCII digits: \d and str.isdigit take every script's
-_SQUEUE_FIELDS = "ijTPDMRu"  # squeue's letters for Job's fields, in order
+_SQUEUE_FIELDS = "ijTPDMRu"  # squeue's letters for JobEntry's fields, in order
+_SACCT_FIELDS = ("JobID", "JobName", "State", "Partition", "NNodes", "Elapsed", "NodeList", "User", "Submit",
+                 "ExitCode")  # JobID first and ExitCode last: a record's joint with the next is "N:S\nID"
 ACTIVE_STATES = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "STAGE_OUT")
-
-
-@dataclass(frozen=True)
-class Job:
-    job_id: str
-    name: str
-    state: str
-    partition: str
-    nodes: str
-    time: str
-    where: str  # the node list, or why it is pending
-    user: str
-
-    def as_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def check_job_id(job_id: str) -> str:
@@ -54,7 +35,7 @@ def _slurm(argv: list[str], step: str, env: dict[str, str] | None = None) -> str
                           hint="is the Slurm controller reachable (SLURM_CONF)?") from err
 
 
-def jobs(user: str | None, everyone: bool = False) -> list[Job]:
+def jobs(user: str | None, everyone: bool = False) -> list[JobEntry]:
     """The queue (``squeue``): the user's jobs, or everyone's.
 
     A job name may hold any byte (Slurm takes ``|``, newlines and escapes from whoever submits), so no
@@ -68,7 +49,7 @@ def jobs(user: str | None, everyone: bool = False) -> list[Job]:
     return parse_jobs(out, token)
 
 
-def parse_jobs(out: str, token: str) -> list[Job]:
+def parse_jobs(out: str, token: str) -> list[JobEntry]:
     """squeue's records, each field after ``token`` and each record ending in a newline (the last field's)."""
     first, *fields = out.split(token)
     count = len(_SQUEUE_FIELDS)
@@ -78,8 +59,17 @@ def parse_jobs(out: str, token: str) -> list[Job]:
     found = []
     for at in range(0, len(fields), count):
         job_id, name, state, partition, nodes, elapsed, where, user = fields[at:at + count]
-        found.append(Job(job_id, name, state, partition, nodes, elapsed, where, user.removesuffix("\n")))
+        found.append(JobEntry(job_id, name, state, partition, nodes, elapsed, where, user.removesuffix("\n")))
     return found
+
+
+def exit_code(text: str) -> int | None:
+    """Slurm's ``ExitCode=N:S`` as one number: N, or 128 + S when signal S ended the job."""
+    code, _, signal = text.strip().partition(":")
+    number, sig = ascii_int(code), ascii_int(signal or "0")
+    if number is None or sig is None:
+        return None
+    return number if number or not sig else 128 + sig
 
 
 def job_fields(job_id: str) -> dict[str, str]:
@@ -105,61 +95,54 @@ def past_job_fields(job_id: str) -> dict[str, str]:
     return {"JobState": state.split()[0], "ExitCode": code}
 
 
-def log_file(job_id: str, cwd: Path) -> Path:
-    """The job's output file: from the controller, else ckit's NAME-JOBID.out in ``cwd``."""
-    out = job_fields(job_id).get("StdOut")
-    if out:
-        return Path(out)
-    found = sorted(cwd.glob(f"*-{check_job_id(job_id)}.out"))
-    if found:
-        return found[0]
-    raise LaunchError(f"job {job_id}: no log found (the controller forgot the job and no *-{job_id}.out is here)",
-                      hint="run ckit logs in the folder the job was submitted from")
+def history(user: str | None, since: float) -> list[JobEntry] | None:
+    """The jobs submitted since ``since`` from accounting (``sacct``); None where there is no accounting to
+    ask (no ``sacct``, or ``accounting_storage/none``, where sacct answers with an error)."""
+    if not which("sacct"):
+        return None
+    token = f"@ckit{secrets.token_hex(16)}@"
+    start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since))
+    argv = ["sacct", "-X", "-n", "--parsable2", f"--delimiter={token}", "-S", start, "-E", "now",
+            "-o", ",".join(_SACCT_FIELDS)] + (["-u", user] if user else ["--allusers"])
+    result = run(argv, step="sacct", check=False, timeout=60)
+    if result.returncode != 0:
+        return None
+    return parse_history(result.stdout, token)
 
 
-@dataclass(frozen=True)
-class LogPiece:
-    """Bytes of a job's log, and how many bytes before them were left out (the log was longer than the
-    ``log_tail`` limit, or grew by more than it between two looks)."""
-
-    data: bytes
-    skipped: int = 0
-
-
-def read_log(path: Path, job_id: str, start: int = 0) -> tuple[LogPiece, int]:
-    """The log from ``start`` on, at most its last ``log_tail`` bytes (a regular file only: a log that is
-    ``/dev/zero`` or a FIFO is refused before it is read); the piece and the offset after it. A log not
-    written yet is empty."""
-    try:
-        data, at = read_tail(path, start, limits.size("log_tail"), f"job {job_id}: its log")
-    except FileNotFoundError:
-        return LogPiece(b""), start
-    except OSError as err:
-        raise os_error(err, path, "read") from err
-    return LogPiece(data, max(0, at - start)), at + len(data)
-
-
-def follow(path: Path, job_id: str, active: Callable[[], bool], poll: float = 0.5) -> Iterator[LogPiece]:
-    """The log's new bytes as they are written, until the job is over and everything was read; each look
-    reads at most the ``log_tail`` limit (a job that writes faster is shown in part, with what was skipped)."""
-    offset = 0
-    while True:
-        running = active()
-        while True:
-            piece, offset = read_log(path, job_id, offset)
-            if not piece.data:
-                break
-            yield piece
-        if not running:
-            return
-        time.sleep(poll)
+def parse_history(out: str, token: str) -> list[JobEntry]:
+    """sacct's records: fields separated by ``token``, records by a newline, which a job name may hold too; a
+    record's last field (ExitCode) and the next one's first (JobID) hold none, so their joint is read at its
+    last newline."""
+    if not out.strip():
+        return []
+    pieces = out.split(token)
+    per = len(_SACCT_FIELDS) - 1
+    if (len(pieces) - 1) % per:
+        raise LaunchError("sacct's answer is not the list of jobs ckit asked for", hint="run `sacct` to see it")
+    records, current = [], [pieces[0]]
+    for piece in pieces[1:]:
+        if len(current) == per:  # ExitCode of this record, JobID of the next
+            code, _, next_id = piece.rpartition("\n")
+            records.append([*current, code])
+            current = [next_id]
+        else:
+            current.append(piece)
+    records.append([*current[:-1], current[-1].rstrip("\n")])
+    return [JobEntry(job_id=r[0], name=r[1], state=r[2].split()[0] if r[2] else "", partition=r[3], nodes=r[4],
+                     time=r[5], where=r[6], user=r[7], submitted=r[8], exit_code=exit_code(r[9]),
+                     source="accounting") for r in records]
 
 
-def is_active(job_id: str) -> bool:
-    state = job_fields(job_id).get("JobState", "")
-    return state in ACTIVE_STATES
-
-
-def cancel(job_id: str) -> dict[str, Any]:
+def cancel(job_id: str) -> None:
     _slurm(["scancel", check_job_id(job_id)], "cancel the job")
-    return {"job_id": job_id, "cancelled": True, "state": job_fields(job_id).get("JobState")}
+
+
+def log_in(cwd: Path, job_id: str) -> Path | None:
+    """A log of this job that ckit's defaults or sbatch's usual patterns name (``NAME-ID.out``, ``NAME.oID``,
+    ``slurm-ID.out``) in ``cwd``."""
+    for pattern in (f"*-{check_job_id(job_id)}.out", f"*.o{job_id}"):
+        found = sorted(cwd.glob(pattern))
+        if found:
+            return found[0]
+    return None

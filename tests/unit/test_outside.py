@@ -7,7 +7,8 @@ import unicodedata
 
 import pytest
 
-from buildkit.launch.slurmctl import Job, parse_jobs
+from buildkit.launch.jobcontrol import JobEntry as Job
+from buildkit.launch.slurmctl import parse_jobs
 from buildkit.outside import UNSAFE, ascii_float, ascii_int, shown
 
 ATTACKS = {

@@ -1,7 +1,9 @@
 """Schedulers: how a plan becomes a job (an sbatch script, a platform's job form) and is handed over.
 
 One module per scheduler; a site profile names its scheduler. ``render`` is pure; ``execute`` writes files and
-talks to the scheduler, and returns a :class:`LaunchResult`.
+talks to the scheduler, and returns a :class:`LaunchResult`. Job control (the queue, a job's state and logs,
+cancel, history, a shell) is the scheduler's too: :class:`~buildkit.launch.jobcontrol.JobControl`, whose
+methods a scheduler that cannot answer leaves refusing.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import ConfigError
 from ..backend import Registry
+from ..jobcontrol import JobControl
 
 if TYPE_CHECKING:
     from ...site.model import Site
@@ -28,6 +31,7 @@ class Execution:
     wait: bool = False
     script: Path | None = None  # where the job file goes (dlws: the folder for its files)
     cwd: Path = field(default_factory=Path.cwd)
+    records: Path | None = None  # the folder of ckit's job records (default: the user's, jobrecord.py)
 
 
 @dataclass
@@ -56,7 +60,7 @@ class LaunchResult:
         return data
 
 
-class SchedulerBackend(abc.ABC):
+class SchedulerBackend(JobControl, abc.ABC):
     name = ""
     summary = ""
     order = 50

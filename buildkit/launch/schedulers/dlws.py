@@ -79,6 +79,8 @@ class Dlws(SchedulerBackend):
     uses_partitions = False
     frameworks = ("none", "horovod", "mindspore")
     preferred_launchers = {"horovod": "horovodrun"}
+    no_control = ("ckit writes the Apulis job form and submits nothing there; the platform's web portal lists "
+                  "its jobs, shows their logs and stops them")
 
     def image(self, site: Site, image: Image | None) -> Image | None:
         if image is None:

@@ -8,10 +8,12 @@ from pathlib import Path
 
 from ...errors import ConfigError
 from ...process import which
-from .. import runtimes, steps
+from .. import jobrecord, runtimes, steps
 from ..frameworks import glue_for
+from ..jobcontrol import ShellCommand
 from ..plan import LaunchPlan
 from ..shell import expand_quote, q, q_value
+from ..slurmjobs import SlurmJobControl
 from . import Execution, LaunchResult, SchedulerBackend
 
 MODULE_INIT = (
@@ -140,13 +142,17 @@ def log_path(pattern: str, job_id: str, name: str, cwd: Path) -> Path | None:
     return cwd / text
 
 
-class Slurm(SchedulerBackend):
+class Slurm(SlurmJobControl, SchedulerBackend):
     name = "slurm"
     summary = "an sbatch script, written and submitted"
     order = 10
 
     def render(self, plan: LaunchPlan) -> str:
         return render_sbatch(plan)
+
+    def shell(self, plan: LaunchPlan) -> ShellCommand:
+        options, text = render_shell(plan)
+        return ShellCommand(plan.site.name, ["salloc", *options, "bash", "-c", text], text, plan.warnings)
 
     def execute(self, plan: LaunchPlan, job: str, how: Execution) -> LaunchResult:
         from ..rules import submit_from_violation
@@ -165,9 +171,14 @@ class Slurm(SchedulerBackend):
         violation = submit_from_violation(plan.site, how.cwd)
         if violation:
             raise violation
-        done = submit(path, wait=how.wait, cwd=how.cwd)
-        result.job_id, result.exit_code = done.job_id, done.exit_code
+        done = submit(path, wait=False, cwd=how.cwd)
+        result.job_id = done.job_id
+        note = jobrecord.keep(jobrecord.new(done.job_id, plan.site.name, self.name, plan.name, how.cwd,
+                                            plan.request.output or f"{plan.name}-%j.out", plan.request.error,
+                                            path), how.records)
+        result.warnings += (note,) if note else ()
         if how.wait:
+            result.exit_code = self.waited_exit_code(done.job_id, how.records)
             log = log_path(plan.request.output or f"{plan.name}-%j.out", done.job_id, plan.name, how.cwd)
             result.output = str(log) if log else None
             from .. import frameworks

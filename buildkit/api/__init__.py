@@ -1,0 +1,95 @@
+"""ckit from Python: every command's capability as one call with a typed result (``import ckit``).
+
+``ckit`` (the import name the distribution installs) is this module. Each name is loaded when it is first
+used, so ``import ckit`` and ``import buildkit`` stay cheap (the Pyxis importer imports the package on every
+container start). The calls take the options of the command of the same name and return the objects its
+``--json`` prints (each has ``as_json()``); errors are :class:`~buildkit.errors.CkitError` subclasses with an
+``exit_code`` and a ``hint``. Progress and messages are callbacks, off unless passed.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+TYPE_CHECKING = False  # not typing's: importing typing costs the Pyxis importer's start-up
+if TYPE_CHECKING:
+    from ..cache.stage import StagePlan, StageResult
+    from ..errors import (
+        BuildError,
+        CkitError,
+        CompatError,
+        ConfigError,
+        ConvertError,
+        IntegrityError,
+        JobTimeout,
+        LaunchError,
+        PolicyError,
+        RegistryError,
+    )
+    from ..image.convert import ConvertResult
+    from ..launch.jobcontrol import (
+        CancelResult,
+        JobEntry,
+        JobLogs,
+        JobStatus,
+        LogPiece,
+        LogText,
+        ShellCommand,
+    )
+    from ..launch.plan import LaunchPlan, LaunchRequest
+    from ..launch.schedulers import Execution, LaunchResult
+    from ..orchestration.build import BuildPlan, BuildResult
+    from ..progress import Meter, Reporter
+    from ..registry.push import PushOutcome
+    from ..registry.push_plan import PushPlan
+    from ..site.model import Site
+    from ._executor import Executor, FunctionJob
+    from ._images import build, convert, inspect, plan_build
+    from ._jobs import Job, cancel, follow, jobs, log_files, logs
+    from ._launch import env_pairs, execute, launch, plan_launch, render, shell, shell_command, submit
+    from ._registry import PullResult, lock, plan_push, plan_stage, pull, push, stage
+    from ._sites import site, sites
+
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys(("build", "plan_build", "convert", "inspect"), "._images"),
+    **dict.fromkeys(("push", "plan_push", "pull", "PullResult", "lock", "stage", "plan_stage"), "._registry"),
+    **dict.fromkeys(("plan_launch", "render", "execute", "launch", "submit", "shell", "shell_command",
+                     "env_pairs"), "._launch"),
+    **dict.fromkeys(("jobs", "logs", "log_files", "follow", "cancel", "Job"), "._jobs"),
+    **dict.fromkeys(("site", "sites"), "._sites"),
+    **dict.fromkeys(("Executor", "FunctionJob"), "._executor"),
+    **dict.fromkeys(("LaunchRequest", "LaunchPlan"), "..launch.plan"),
+    **dict.fromkeys(("Execution", "LaunchResult"), "..launch.schedulers"),
+    **dict.fromkeys(("JobEntry", "JobStatus", "JobLogs", "LogPiece", "LogText", "CancelResult", "ShellCommand"),
+                    "..launch.jobcontrol"),
+    **dict.fromkeys(("CkitError", "ConfigError", "PolicyError", "CompatError", "IntegrityError", "BuildError",
+                     "ConvertError", "RegistryError", "LaunchError", "JobTimeout"), "..errors"),
+    **dict.fromkeys(("Reporter", "Meter"), "..progress"),
+    **dict.fromkeys(("BuildPlan", "BuildResult"), "..orchestration.build"),
+    "ConvertResult": "..image.convert", "PushOutcome": "..registry.push", "PushPlan": "..registry.push_plan",
+    **dict.fromkeys(("StagePlan", "StageResult"), "..cache.stage"),
+    "Site": "..site.model",
+}
+
+__all__ = ["BuildError", "BuildPlan", "BuildResult", "CancelResult", "CkitError", "CompatError",
+           "ConfigError", "ConvertError", "ConvertResult", "Execution", "Executor", "FunctionJob",
+           "IntegrityError", "Job", "JobEntry", "JobLogs", "JobStatus", "JobTimeout", "LaunchError",
+           "LaunchPlan", "LaunchRequest", "LaunchResult", "LogPiece", "LogText", "Meter", "PolicyError",
+           "PullResult", "PushOutcome", "PushPlan", "RegistryError", "Reporter", "ShellCommand", "Site",
+           "StagePlan", "StageResult", "build", "cancel", "convert", "env_pairs", "execute", "follow",
+           "inspect", "jobs", "launch", "lock", "log_files", "logs", "plan_build", "plan_launch",
+           "plan_push", "plan_stage", "pull", "push", "render", "shell", "shell_command", "site", "sites",
+           "stage", "submit"]
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

@@ -1,0 +1,282 @@
+"""submitit's executor, run by ckit: each function call is a job on a ckit site, in ckit's container.
+
+submitit pickles the call, runs ``submitit.core._submit`` in every task and pickles each task's result or
+traceback; ckit adds the rest: the site's rules checked before anything is queued, the job script of the
+site's container runtime and the framework's variables per task (``RANK``/``WORLD_SIZE``/``MASTER_ADDR`` for
+``ddp``, ``TF_CONFIG`` for ``tf``), the check that the image's Python can read the pickle (same Python
+``major.minor``, submitit and cloudpickle versions: before queueing when the image is a file ckit can read, and
+again at the start of each task), and the job's state from the site's scheduler (the controller, accounting
+or ckit's own record: a failed or cancelled job ends the wait even where ``sacct`` has nothing).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..config.searchpath import suggest
+from ..errors import ConfigError, JobTimeout
+from ..launch.plan import LaunchPlan, LaunchRequest
+from ..launch.schedulers import Execution
+from ._common import Folders, required_site
+
+try:
+    from submitit.core import core, utils
+except ImportError as err:  # an optional extra
+    raise ConfigError("ckit.Executor needs submitit, which is not installed",
+                      hint="pip install 'ckit[submitit]'") from err
+
+R = TypeVar("R")
+MATCHED = ("submitit", "cloudpickle")  # what must be the same version on both sides of the pickle
+_OWN = ("command", "output", "error")  # set by the executor, not by update_parameters
+_ALIASES = {"timeout_min": "time", "job_name": "name", "ntasks_per_node": "tasks_per_node"}
+# Runs in the image's Python (any 3.x): each task's output to submitit's per-task logs, the versions
+# checked (a mismatch becomes the task's result, so job.result() raises it), then submitit's own task runner.
+BOOTSTRAP = """\
+import os, sys
+folder, want = sys.argv[1], dict(a.split("=", 1) for a in sys.argv[2:])
+job, task = os.environ.get("SLURM_JOB_ID", "0"), os.environ.get("SLURM_PROCID", "0")
+base = os.path.join(folder, "%s_%s_" % (job, task))
+for fd, ext in ((1, "log.out"), (2, "log.err")):
+    log = os.open(base + ext, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log, fd)
+    os.close(log)
+problems = []
+have = "%d.%d" % sys.version_info[:2]
+if have != want["python"]:
+    problems.append("Python %s (the submitting Python is %s)" % (have, want["python"]))
+for name in ("submitit", "cloudpickle"):
+    try:
+        from importlib.metadata import version
+        found = version(name)
+    except Exception:
+        found = None
+    if found != want[name]:
+        problems.append("%s %s (the submitting Python has %s)" % (name, found or "missing", want[name]))
+if problems:
+    import pickle
+    message = ("ckit: the image's Python cannot run the submitted function: " + "; ".join(problems)
+               + "\\n  hint: install the same versions in the image, or submit from a Python that has them")
+    with open(base + "result.pkl.tmp", "wb") as out:
+        pickle.dump(("error", message), out, protocol=2)
+    os.replace(base + "result.pkl.tmp", base + "result.pkl")
+    sys.stderr.write(message + "\\n")
+    sys.exit(3)
+sys.argv = [sys.argv[0], folder]
+from submitit.core.submission import submitit_main
+submitit_main()
+"""
+
+
+def local_versions() -> dict[str, str]:
+    """The submitting Python's ``major.minor`` and the versions of the packages that must match."""
+    from importlib.metadata import version
+
+    return {"python": "{}.{}".format(*sys.version_info[:2]), **{name: version(name) for name in MATCHED}}
+
+
+def check_image(plan: LaunchPlan, python: str, want: Mapping[str, str]) -> None:
+    """Refuse (exit 2) an image file whose Python cannot read the pickle; an image ckit cannot read (a
+    registry reference) is checked when each task starts."""
+    from ._pycheck import image_python
+
+    if plan.image is None or plan.image.kind != "path":
+        return
+    found = image_python(Path(plan.image.value).expanduser(), python)
+    if found is None:
+        raise ConfigError(f"{plan.image.value}: no {python} on the image's PATH",
+                          hint="pass python= the image's Python (an absolute path inside the image)")
+    have = {"python": found.version, **{n: found.packages.get(n) for n in MATCHED}}
+    wrong = [f"{n} {have[n] or 'missing'} (here: {want[n]})" for n in ("python", *MATCHED) if have[n] != want[n]]
+    if wrong:
+        raise ConfigError(f"{plan.image.value}: its {found.executable} cannot run functions pickled here: "
+                          + "; ".join(wrong),
+                          hint="install the same versions in the image (pip install submitit==… cloudpickle==…),"
+                               " or submit from a Python that has the image's")
+
+
+class _Watcher(core.InfoWatcher):
+    """submitit's state poller (same back-off), answered by ckit's scheduler: ``sacct`` alone leaves a job
+    that failed before writing its result waiting forever on a cluster without accounting."""
+
+    def __init__(self, delay_s: int = 30) -> None:
+        super().__init__(delay_s)
+        from ..launch import schedulers
+
+        self.control = schedulers.REGISTRY.get("slurm", "scheduler")
+
+    def update(self) -> None:
+        self._num_calls += 1
+        for job_id in self._registered - self._finished:
+            status = self.control.status(job_id)
+            self._info_dict[job_id] = {"State": status.state, "Active": "1" if status.active else ""}
+            if status.done:
+                self._finished.add(job_id)
+        self._last_status_check = time.time()
+
+    def get_state(self, job_id: str, mode: str = "standard") -> str:
+        return self.get_info(job_id, mode=mode).get("State") or "UNKNOWN"
+
+    def is_done(self, job_id: str, mode: str = "standard") -> bool:
+        info = self.get_info(job_id, mode=mode)
+        return bool(info) and not info.get("Active")
+
+
+class FunctionJob(core.Job[R]):
+    """A submitit job (``result()``, ``results()`` one per task, ``exception()``, ``stdout()``, ``done()``)
+    whose state, cancel and wait go through ckit's scheduler; ``wait`` takes a timeout."""
+
+    watcher = _Watcher()
+
+    def cancel(self, check: bool = True) -> None:
+        """Cancel the job (``scancel``)."""
+        try:
+            self.watcher.control.cancel(self.job_id)
+        except ConfigError:
+            raise
+        except Exception:
+            if check:
+                raise
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until every task is done; :class:`~buildkit.errors.JobTimeout` after ``timeout`` seconds
+        (the job goes on)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.done():
+            if deadline is not None and time.monotonic() >= deadline:
+                raise JobTimeout(f"job {self.job_id} is still {self.state} after {timeout:g} s",
+                                 hint=f"wait longer, or cancel it (job.cancel(), ckit cancel {self.job_id})")
+            time.sleep(1)
+
+    def _get_outcome_and_result(self) -> tuple[str, Any]:
+        try:
+            return super()._get_outcome_and_result()
+        except utils.UncompletedJobError as err:  # no result: the job's own log says why (the runtime's errors)
+            log = self.paths.folder / f"{self.job_id}_log.out"
+            tail = log.read_text(errors="replace")[-4000:] if log.is_file() else ""
+            raise utils.UncompletedJobError(f"{err}\nckit: the job's log {log}:\n{tail}") from None
+
+
+class Executor(core.PicklingExecutor):
+    """submitit's executor on a ckit site: ``submit(fn, *args)``, ``map_array``, ``batch()``,
+    ``update_parameters(**options)`` as in submitit; each call a job in the site's container.
+
+    :param folder: where the pickles, scripts and logs go; a folder the compute nodes see (the tasks get it at
+        the same path).
+    :param site: the site profile (name or loaded).
+    :param image: the image the function runs in (a ``.sif``/``.sqsh`` path, a stack or a reference); None
+        runs it in the site's own Python (``runtime="none"`` with ``venv=`` or ``conda=``).
+    :param runtime: the container runtime (default: the site's first).
+    :param framework: ``none``, or ``ddp``/``tf``/``mpi``… whose variables each task gets.
+    :param python: the image's Python command.
+    :param cwd: the submit folder the tasks start in (default: the current folder).
+    :param check_image: read the image file and refuse it before queueing when its Python, submitit or
+        cloudpickle differ from this Python's.
+
+    ``update_parameters`` takes :class:`~buildkit.launch.plan.LaunchRequest`'s fields (``nodes``,
+    ``tasks_per_node``, ``partition``, ``time``, ``env``, ``mounts``…), submitit's ``timeout_min``,
+    ``name``/``job_name`` and ``ntasks_per_node``, and ``slurm_``-prefixed names.
+    """
+
+    job_class = FunctionJob
+
+    def __init__(self, folder: str | Path, site: Any, *, image: str | None = None, runtime: str | None = None,
+                 framework: str = "none", python: str = "python3", cwd: str | Path | None = None,
+                 sites: Folders = (), check_image: bool = True, max_num_timeout: int = 3) -> None:
+        super().__init__(folder, max_num_timeout)
+        self.site = required_site(site, sites)
+        self.python, self.check_image = python, check_image
+        self.cwd = Path(cwd).absolute() if cwd is not None else Path.cwd()
+        self.request = LaunchRequest(command=(), image=image, runtime=runtime, framework=framework,
+                                     name="submitit")
+        self._checked: set[str] = set()
+
+    @classmethod
+    def affinity(cls) -> int:
+        from ..process import which
+
+        return 2 if which("sbatch") else -1
+
+    @classmethod
+    def _valid_parameters(cls) -> set[str]:
+        return {f.name for f in fields(LaunchRequest)} - set(_OWN)
+
+    def _internal_update_parameters(self, **kwargs: Any) -> None:
+        changes: dict[str, Any] = {}
+        for key, value in kwargs.items():
+            name = _ALIASES.get(key.removeprefix("slurm_"), key.removeprefix("slurm_"))
+            if name not in self._valid_parameters():
+                hint = suggest(name, sorted(self._valid_parameters() | set(_ALIASES)))
+                raise ConfigError(f"update_parameters({key}=…): not an option of ckit launch",
+                                  hint=hint or "see ckit.LaunchRequest for the options")
+            changes[name] = _value(name, value)
+        self.request = replace(self.request, **changes)
+        self.parameters.update(changes)
+
+    def plan(self) -> LaunchPlan:
+        """The launch plan of the next submission, checked against the site's rules (nothing is written)."""
+        from ._launch import plan_launch
+
+        want = local_versions()
+        words = [f"{k}={v}" for k, v in want.items()]
+        mounts = self.request.mounts
+        if not self.folder.is_relative_to(self.cwd):  # the tasks see the submit folder; the pickles' too
+            mounts += (f"{self.folder}:{self.folder}",)
+        request = replace(self.request, mounts=mounts, output=str(self.folder / "%j_log.out"),
+                          command=(self.python, "-u", "-c", BOOTSTRAP, str(self.folder), *words),
+                          env=(*self.request.env, ("SUBMITIT_EXECUTOR", "slurm")))
+        plan = plan_launch(self.site, request)
+        if self.check_image and plan.image is not None and plan.image.value not in self._checked:
+            check_image(plan, self.python, want)
+            self._checked.add(plan.image.value)
+        return plan
+
+    def _submit_command(self, command: str) -> core.Job[Any]:
+        from ._launch import execute
+
+        plan = self.plan()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        script = self.folder / f".submission_file_{uuid.uuid4().hex}.sh"
+        result = execute(plan, Execution(submit=True, script=script, cwd=self.cwd))
+        if result.job_id is None:
+            raise ConfigError(f"{self.site.name} submits nothing: functions need a Slurm site")
+        job: core.Job[Any] = self.job_class(folder=self.folder, job_id=result.job_id,
+                                            tasks=list(range(plan.total_tasks)))
+        job.paths.move_temporary_file(script, "submission_file", keep_as_symlink=True)
+        return job
+
+    def _num_tasks(self) -> int:
+        return self.plan().total_tasks
+
+    def _make_submission_file_text(self, command: str, uid: str) -> str:
+        from ._launch import render
+
+        return str(render(self.plan()))
+
+    def _make_submission_command(self, submission_file_path: Path) -> list[str]:
+        return ["sbatch", "--parsable", str(submission_file_path)]
+
+    @staticmethod
+    def _get_job_id_from_submission_command(string: bytes | str) -> str:
+        text = string.decode() if isinstance(string, bytes) else string
+        return text.strip().split(";")[0]
+
+
+def _value(name: str, value: Any) -> Any:
+    """A parameter as the request holds it: ``time`` from minutes, pairs from a mapping, tuples from lists."""
+    from ._launch import env_pairs
+
+    if name == "time" and isinstance(value, (int, float)):
+        return f"{int(value)}"
+    if name == "env":
+        return env_pairs(value)
+    if name in ("mounts", "modules", "pre") and isinstance(value, (list, tuple)):
+        return tuple(str(v) for v in value)
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return tuple(value)
+    return value

@@ -1,0 +1,134 @@
+"""Images from Python: build a stack, convert an image, inspect a ``.sif``/``.sqsh`` (what ``ckit build``,
+``ckit convert`` and ``ckit inspect`` do, with the same options and the results their ``--json`` prints)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import BuildError
+from ..progress import Reporter
+from ._common import Folders, Log, folders, quiet, reporter, site_profile
+
+if TYPE_CHECKING:
+    from ..engine.base import BuildFailed
+    from ..image.convert import ConvertResult
+    from ..orchestration.build import BuildPlan, BuildResult, Prepared
+    from ..site.model import Site
+
+
+def _prepare(stack: str, *, engine: str, to: str | None, sets: Sequence[str], ngc: str | None,
+             output: str | Path, tag: str | None, lock_file: str | Path | None, dry_run: bool,
+             recipes: Folders) -> Prepared:
+    from ..orchestration import build as builder
+
+    return builder.prepare(stack, sets=list(sets), ngc=ngc, engine_name=engine, to=to, output_dir=Path(output),
+                           tag=tag, lock_file=Path(lock_file) if lock_file is not None else None, dry_run=dry_run,
+                           recipes_dirs=folders(recipes))
+
+
+def plan_build(stack: str, *, engine: str = "auto", to: str | None = None, sets: Sequence[str] = (),
+               ngc: str | None = None, output: str | Path = ".", tag: str | None = None,
+               lock_file: str | Path | None = None, recipes: Folders = ()) -> BuildPlan:
+    """What :func:`build` would do (``ckit build --dry-run``): needs no engine.
+
+    :param stack: a stack name (``ckit recipes`` lists them).
+    :param engine: ``auto``, ``docker`` (Docker or podman) or ``apptainer``.
+    :param to: what to produce, e.g. ``"image,sqsh"`` (default: the engine's own product).
+    :param sets: recipe parameters, ``ADDON.PARAM=VALUE`` each (``--set``).
+    :param ngc: an NGC release such as ``24.06``.
+    :param output: the folder for ``.sif``/``.sqsh`` files.
+    :param tag: the image tag (default ``localhost/ckit/STACK:FINGERPRINT12``).
+    :param lock_file: build FROM the base digest pinned in this lock file (``--locked --lock-file``).
+    :param recipes: user recipe folders over the built-ins (``--recipes``).
+    """
+    return _prepare(stack, engine=engine, to=to, sets=sets, ngc=ngc, output=output, tag=tag, lock_file=lock_file,
+                    dry_run=True, recipes=recipes).plan
+
+
+def build(stack: str, *, engine: str = "auto", to: str | None = None, sets: Sequence[str] = (),
+          ngc: str | None = None, output: str | Path = ".", tag: str | None = None,
+          lock_file: str | Path | None = None, site: str | Site | None = None, recipes: Folders = (),
+          sites: Folders = (), progress: Reporter | None = None, on_log: Log | None = None,
+          on_phase: Log = quiet) -> BuildResult:
+    """Build ``stack`` with an engine, then convert it to ``.sif``/``.sqsh`` (``ckit build``).
+
+    Takes :func:`plan_build`'s options, and:
+
+    :param site: convert in a squashfs compression this site's kernel mounts and its Singularity reads.
+    :param sites: user site folders over the built-ins (``--sites``).
+    :param progress: a :class:`~buildkit.progress.Reporter` for the build steps and conversions (default: none).
+    :param on_log: called with each line of the engine's log; when given, a failed build's error names the
+        step only (the caller has shown the log), else it carries the log's tail and the whole log is kept in
+        a file it names.
+    :param on_phase: called with each phase's one-line message (cache hit, building, converting).
+    :returns: the artifacts, as ``ckit build --json`` prints them (:meth:`BuildResult.as_json`).
+    :raises BuildError: the engine's build failed.
+    """
+    from ..engine.base import BuildEvent, BuildFailed
+    from ..orchestration import build as builder
+
+    profile = site_profile(site, sites)
+    prepared = _prepare(stack, engine=engine, to=to, sets=sets, ngc=ngc, output=output, tag=tag,
+                        lock_file=lock_file, dry_run=False, recipes=recipes)
+    on_phase(f"engine: {prepared.plan.engine_reason}")
+    line: Callable[[BuildEvent], None] = (lambda event: on_log(event.line)) if on_log else (lambda event: None)
+    try:
+        return builder.execute(prepared.plan, prepared.engine, prepared.context, line, cached=prepared.cached,
+                               on_phase=on_phase, progress=reporter(progress), site=profile)
+    except BuildFailed as err:
+        raise build_failure(err, prepared.plan.stack, log_shown=on_log is not None) from err
+
+
+def build_failure(err: BuildFailed, stack: str, *, log_shown: bool) -> BuildError:
+    """The log once: when its lines were shown as they came, the error only names the step; otherwise the
+    error carries the tail and the whole log is kept in a file it names."""
+    from ..engine.base import LOG_TAIL_LINES
+    from ..fsutil import atomic_write
+    from ..storage.store import default_root
+
+    where = f" at {err.step}" if err.step else ""
+    if log_shown:
+        return BuildError(f"build failed{where}: {err.cause}", hint="the build log is above")
+    lines = err.log.splitlines()
+    log_file = default_root() / "logs" / f"build-{stack}.log"
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(log_file, (err.log + "\n").encode())
+    tail = "\n".join(lines[-LOG_TAIL_LINES:])
+    return BuildError(f"build failed{where}: {err.cause}\n--- last {min(len(lines), LOG_TAIL_LINES)} lines of "
+                      f"the build log ---\n{tail}", hint=f"the whole log is in {log_file}")
+
+
+def convert(source: str, to: str, *, output: str | Path | None = None, compress: str | None = None,
+            site: str | Site | None = None, insecure: bool = False, ca_file: str | Path | None = None,
+            sites: Folders = (), progress: Reporter | None = None) -> ConvertResult:
+    """Convert an image to ``.sif`` or Enroot ``.sqsh`` without root (``ckit convert``), through the store.
+
+    :param source: the image: ``docker://REF``, ``docker-daemon:REF``, ``docker-archive:FILE``, ``oci:DIR``,
+        ``oci-archive:FILE``, or a stack's tag.
+    :param to: ``sif`` or ``sqsh``.
+    :param output: also write the artifact here (atomically).
+    :param compress: ``ALGO[:LEVEL]`` (zstd, gzip, xz); default: one the target (and ``site``) reads.
+    :param site: pick a compression this site's kernel mounts and its Singularity reads.
+    :param insecure: plain http, no TLS verification (a registry source).
+    :param ca_file: the CA bundle of the registry.
+    :returns: the artifact (:meth:`ConvertResult.as_json` is ``ckit convert --json`` without ``source``).
+    """
+    from ..image.convert import convert as run_convert
+    from ..registry.source import reader
+
+    return run_convert(source, to, output=Path(output) if output is not None else None, compress=compress,
+                       site=site_profile(site, sites), progress=reporter(progress),
+                       registry=reader(insecure=insecure, ca_file=Path(ca_file) if ca_file else None))
+
+
+def inspect(file: str | Path) -> dict[str, Any]:
+    """What a ``.sif`` or ``.sqsh`` holds (``ckit inspect --json``): SIF header and objects, labels,
+    environment, runscript, or the Enroot/Charliecloud files of a ``.sqsh``.
+
+    :raises ConfigError: ``file`` is neither a SIF nor a squashfs.
+    """
+    from ..image.inspect import inspect as inspect_file
+
+    return inspect_file(Path(file))

@@ -1,0 +1,136 @@
+"""Jobs from Python: plan a launch against a site's rules, render its script, submit it, open a shell (what
+``ckit launch`` and ``ckit shell`` do). A :class:`~buildkit.launch.plan.LaunchRequest` holds the options, one
+field per flag of ``ckit launch`` (``nodes`` is ``-N``, ``env`` the ``--env K=V`` pairs)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import CkitError, ConfigError
+from ..launch.plan import ImageFacts, LaunchPlan, LaunchRequest
+from ..launch.schedulers import Execution, LaunchResult, SchedulerBackend
+from ._common import Folders, required_site
+
+if TYPE_CHECKING:
+    from ..launch.jobcontrol import ShellCommand
+    from ..site.model import Site
+    from ._jobs import Job
+
+
+def env_pairs(env: Mapping[str, str] | Sequence[str] | Sequence[tuple[str, str]], flag: str = "--env"
+              ) -> tuple[tuple[str, str], ...]:
+    """``{"K": "V"}``, ``["K=V"]`` or ``[("K", "V")]`` as the request's pairs."""
+    if isinstance(env, Mapping):
+        return tuple((str(k), str(v)) for k, v in env.items())
+    out = []
+    for item in env:
+        if isinstance(item, str):
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ConfigError(f"{flag} {item!r} is not K=V", hint=f"write {flag} NAME=value")
+            out.append((key, value))
+        else:
+            out.append((item[0], item[1]))
+    return tuple(out)
+
+
+def image_facts(value: str | None) -> ImageFacts:
+    """The squashfs compression of a .sif/.sqsh that exists on this machine (the site's kernel must mount it)."""
+    path = Path(value).expanduser() if value else None
+    if path is None or not path.is_file():
+        return ImageFacts()
+    from ..image import inspect as reader
+    from ..image import sif
+
+    try:
+        offset = 0
+        if reader.detect(path) == "sif":
+            part = sif.read_sif(path).primary_partition()
+            if part is None or part.fstype != sif.FS_SQUASHFS:
+                return ImageFacts()
+            offset = part.offset
+        return ImageFacts(compression=reader.superblock(path, offset)["compression"])
+    except (CkitError, OSError):
+        return ImageFacts()  # not a squashfs image ckit can read: the runtime judges it
+
+
+def scheduler_of(plan: LaunchPlan) -> SchedulerBackend:
+    from ..launch import schedulers
+
+    return schedulers.REGISTRY.get(plan.site.scheduler, "site scheduler")
+
+
+def plan_launch(site: str | Site, request: LaunchRequest, *, sites: Folders = ()) -> LaunchPlan:
+    """Resolve the site's defaults and check ``request`` against its rules; nothing is written.
+
+    :param site: a site name (``ckit sites``) or a loaded profile.
+    :param request: the job: command, image, framework, resources (one field per ``ckit launch`` flag).
+    :param sites: user site folders over the built-ins (``--sites``).
+    :returns: the plan; its ``warnings`` are what ``ckit launch`` prints as warnings.
+    :raises ConfigError: a bad request; :class:`~buildkit.errors.PolicyError` a site rule it breaks (exit 2).
+    """
+    from ..launch.plan import plan_launch as plan
+
+    return plan(required_site(site, sites), request, image_facts(request.image))
+
+
+def render(plan: LaunchPlan) -> Any:
+    """The job in its scheduler's form: the sbatch script (``str``) of a Slurm site, the job form
+    (:class:`~buildkit.launch.schedulers.dlws.DlwsJob`) of an Apulis site. Pure: same plan, same bytes."""
+    return scheduler_of(plan).render(plan)
+
+
+def execute(plan: LaunchPlan, how: Execution | None = None) -> LaunchResult:
+    """Write the rendered job and hand it over as ``how`` says (``ckit launch``'s ``--dry-run``,
+    ``--submit/--no-submit``, ``--wait``, ``--script``); what happened (``ckit launch --json``)."""
+    scheduler = scheduler_of(plan)
+    return scheduler.execute(plan, scheduler.render(plan), how or Execution())
+
+
+def launch(site: str | Site, request: LaunchRequest, how: Execution | None = None, *,
+           sites: Folders = ()) -> LaunchResult:
+    """Plan, render and execute (``ckit launch``): :func:`plan_launch` then :func:`execute`."""
+    return execute(plan_launch(site, request, sites=sites), how)
+
+
+def submit(plan: LaunchPlan, *, script: str | Path | None = None, cwd: str | Path | None = None,
+           records: str | Path | None = None) -> Job:
+    """Submit the planned job (``ckit launch --submit``) and return its handle, without waiting.
+
+    :param script: where the job script goes (default ``NAME.sbatch`` in ``cwd``).
+    :param cwd: the submit folder (default: the current folder).
+    :param records: the folder of ckit's job records (default: the user's).
+    :raises ConfigError: the site's scheduler submits nothing (an Apulis site: its job form is pasted).
+    """
+    from ._jobs import Job
+
+    how = Execution(submit=True, script=Path(script) if script else None, cwd=Path(cwd) if cwd else Path.cwd(),
+                    records=Path(records) if records else None)
+    result = execute(plan, how)
+    if result.job_id is None:
+        raise ConfigError(f"{plan.site.name} submits nothing: {result.scheduler} jobs are handed over by hand",
+                          hint="write the job with ckit.execute() and follow the platform's own steps")
+    return Job(result.job_id, site=plan.site, records=how.records)
+
+
+def shell_command(site: str | Site, request: LaunchRequest, *, sites: Folders = ()) -> ShellCommand:
+    """The command that opens a shell in the container on a compute node (``ckit shell --dry-run``): one
+    task with a terminal (``salloc`` + ``srun --pty`` on Slurm). ``request.command`` defaults to a shell."""
+    from ..launch.schedulers.slurm import SHELL
+
+    request = replace(request, command=request.command or SHELL, tasks_per_node=request.tasks_per_node or 1,
+                      name=request.name if request.name != "ckit" else "ckit-shell")
+    plan = plan_launch(site, request, sites=sites)
+    return scheduler_of(plan).shell(plan)
+
+
+def shell(site: str | Site, request: LaunchRequest, *, sites: Folders = ()) -> int:
+    """Open the shell of :func:`shell_command` on this terminal; its exit code (``ckit shell``)."""
+    from ..process import interactive, require
+
+    command = shell_command(site, request, sites=sites)
+    require(command.argv[0], purpose="open an interactive allocation", package="slurm-client")
+    return interactive(command.argv)
