@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..config.searchpath import suggest
-from ..errors import ConfigError, JobTimeout
+from ..errors import ConfigError, JobTimeout, LaunchError
 from ..launch.plan import LaunchPlan, LaunchRequest
 from ..launch.schedulers import Execution
 from ._common import Folders, required_site
@@ -137,9 +137,7 @@ class FunctionJob(core.Job[R]):
         """Cancel the job (``scancel``)."""
         try:
             self.watcher.control.cancel(self.job_id)
-        except ConfigError:
-            raise
-        except Exception:
+        except LaunchError:  # scancel failed: only a checked cancel says so
             if check:
                 raise
 
@@ -237,14 +235,18 @@ class Executor(core.PicklingExecutor):
         return plan
 
     def _submit_command(self, command: str) -> core.Job[Any]:
-        from ._launch import execute
+        from ._launch import execute, scheduler_of
 
         plan = self.plan()
+        if scheduler_of(plan).no_control:
+            raise ConfigError(f"{self.site.name} submits nothing: {scheduler_of(plan).no_control}",
+                              hint="run functions on a Slurm site")
         self.folder.mkdir(parents=True, exist_ok=True)
         script = self.folder / f".submission_file_{uuid.uuid4().hex}.sh"
         result = execute(plan, Execution(submit=True, script=script, cwd=self.cwd))
         if result.job_id is None:
-            raise ConfigError(f"{self.site.name} submits nothing: functions need a Slurm site")
+            raise ConfigError(f"{self.site.name}: the job was written to {result.script}, not submitted",
+                              hint="is sbatch on PATH?")
         job: core.Job[Any] = self.job_class(folder=self.folder, job_id=result.job_id,
                                             tasks=list(range(plan.total_tasks)))
         job.paths.move_temporary_file(script, "submission_file", keep_as_symlink=True)

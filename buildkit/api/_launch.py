@@ -107,12 +107,16 @@ def submit(plan: LaunchPlan, *, script: str | Path | None = None, cwd: str | Pat
     """
     from ._jobs import Job
 
+    scheduler = scheduler_of(plan)
+    if scheduler.no_control:
+        raise ConfigError(f"{plan.site.name} submits nothing: {scheduler.no_control}",
+                          hint="write the job with ckit.execute() and follow the platform's own steps")
     how = Execution(submit=True, script=Path(script) if script else None, cwd=Path(cwd) if cwd else Path.cwd(),
                     records=Path(records) if records else None)
     result = execute(plan, how)
     if result.job_id is None:
-        raise ConfigError(f"{plan.site.name} submits nothing: {result.scheduler} jobs are handed over by hand",
-                          hint="write the job with ckit.execute() and follow the platform's own steps")
+        raise ConfigError(f"{plan.site.name}: the job was written to {result.script}, not submitted",
+                          hint="is sbatch on PATH?")
     return Job(result.job_id, site=plan.site, records=how.records)
 
 

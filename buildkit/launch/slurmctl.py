@@ -116,19 +116,19 @@ def parse_history(out: str, token: str) -> list[JobEntry]:
     last newline."""
     if not out.strip():
         return []
-    pieces = out.split(token)
+    pieces = out.rstrip("\n").split(token)
     per = len(_SACCT_FIELDS) - 1
     if (len(pieces) - 1) % per:
         raise LaunchError("sacct's answer is not the list of jobs ckit asked for", hint="run `sacct` to see it")
     records, current = [], [pieces[0]]
-    for piece in pieces[1:]:
+    for piece in pieces[1:-1]:
         if len(current) == per:  # ExitCode of this record, JobID of the next
             code, _, next_id = piece.rpartition("\n")
             records.append([*current, code])
             current = [next_id]
         else:
             current.append(piece)
-    records.append([*current[:-1], current[-1].rstrip("\n")])
+    records.append([*current, pieces[-1]])
     return [JobEntry(job_id=r[0], name=r[1], state=r[2].split()[0] if r[2] else "", partition=r[3], nodes=r[4],
                      time=r[5], where=r[6], user=r[7], submitted=r[8], exit_code=exit_code(r[9]),
                      source="accounting") for r in records]
