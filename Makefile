@@ -19,14 +19,14 @@ deps:  ## system packages and base images the tests and the demo use
 	bash tests/infra/install.sh
 
 test: deps install
-	$(VENV)/bin/ruff check buildkit tests docs
+	$(VENV)/bin/ruff check buildkit ckit tests docs examples
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mkdocs build --strict --quiet
 	$(VENV)/bin/pytest -q
 
 lint: install
-	$(VENV)/bin/ruff check buildkit tests docs
+	$(VENV)/bin/ruff check buildkit ckit tests docs examples
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 

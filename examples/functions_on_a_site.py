@@ -78,4 +78,4 @@ def divide(a, b):
 try:
     executor.submit(divide, 1, 0).result()
 except Exception as err:  # submitit's FailedJobError, with the remote traceback in its message
-    print("the job failed:", str(err).splitlines()[-5:])
+    print("the job failed:", next(line for line in str(err).splitlines() if line.startswith("ZeroDivision")))

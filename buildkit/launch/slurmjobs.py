@@ -84,9 +84,9 @@ class SlurmJobControl(JobControl):
                           f"*-{job_id}.out or *.o{job_id} is here)",
                           hint="run ckit logs in the folder the job was submitted from")
 
-    def waited_exit_code(self, job_id: str, records: Path | None = None) -> int:
+    def waited_exit_code(self, job_id: str, records: Path | None = None, poll: float = 1.0) -> int:
         """Wait for the job; its exit code (``ckit launch --wait``)."""
-        status = self.wait(job_id, records=records)
+        status = self.wait(job_id, records=records, poll=poll)
         if status.exit_code is None:
             raise LaunchError(f"job {job_id}: the controller no longer knows it and accounting has no record",
                               hint="read its log with ckit logs")

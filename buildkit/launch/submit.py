@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +10,6 @@ from pathlib import Path
 from ..errors import CommandFailed, LaunchError
 from ..fsutil import atomic_path
 from ..process import require, run
-from .slurmctl import ACTIVE_STATES
 
 
 @dataclass(frozen=True)
@@ -56,14 +54,6 @@ def submit(script: Path, *, wait: bool = False, cwd: Path | None = None, poll: f
 
 def wait_for(job_id: str, poll: float = 1.0) -> int:
     """Block until the job is over; its exit code (128 + N when a signal N ended it)."""
-    from .slurmctl import job_fields, past_job_fields
+    from .slurmjobs import SlurmJobControl
 
-    while True:
-        fields = job_fields(job_id) or past_job_fields(job_id)
-        if not fields:
-            raise LaunchError(f"job {job_id}: the controller no longer knows it and accounting has no record",
-                              hint="read its log with ckit logs")
-        if fields.get("JobState", "PENDING") not in ACTIVE_STATES:
-            code, _, signal = fields.get("ExitCode", "0:0").partition(":")
-            return int(code) if int(code) or not int(signal or 0) else 128 + int(signal)
-        time.sleep(poll)
+    return SlurmJobControl().waited_exit_code(job_id, poll=poll)

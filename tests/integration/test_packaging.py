@@ -40,3 +40,9 @@ def test_fresh_venv_install(tmp_path: Path) -> None:
                           check=True, capture_output=True, text=True, cwd=tmp_path).stdout.strip()
     shown = subprocess.run([ckit, "--version"], check=True, capture_output=True, text=True, cwd=tmp_path).stdout.strip()
     assert meta == __version__ and shown == f"ckit {__version__}"
+    # the Python API under the distribution's name; importing it (or buildkit) loads nothing more until used
+    api = subprocess.run([str(venv / "bin" / "python"), "-c",
+                          "import sys, buildkit, ckit; before = sorted(m for m in sys.modules if m.startswith("
+                          "'buildkit')); print(before, ckit.launch.__module__, ckit.Job.__name__)"],
+                         check=True, capture_output=True, text=True, cwd=tmp_path).stdout.split()
+    assert api == ["['buildkit',", "'buildkit.api']", "buildkit.api._launch", "Job"]
