@@ -43,18 +43,46 @@ if TYPE_CHECKING:
     from ..registry.push import PushOutcome
     from ..registry.push_plan import PushPlan
     from ..site.model import Site
+    from ._cache import CacheListing, cache_ls, cache_prune
     from ._executor import Executor, FunctionJob
     from ._images import build, convert, inspect, plan_build
     from ._jobs import Job, cancel, follow, jobs, log_files, logs
-    from ._launch import env_pairs, execute, launch, plan_launch, render, shell, shell_command, submit
-    from ._registry import PullResult, lock, plan_push, plan_stage, pull, push, stage
+    from ._launch import (
+        NcclCheck,
+        backends,
+        env_pairs,
+        execute,
+        launch,
+        nccl_report,
+        plan_launch,
+        render,
+        shell,
+        shell_command,
+        submit,
+    )
+    from ._recipes import Rendered, recipes, render_recipe, show
+    from ._registry import (
+        LoginResult,
+        PullResult,
+        lock,
+        login,
+        logout,
+        plan_push,
+        plan_stage,
+        pull,
+        push,
+        stage,
+    )
     from ._sites import site, sites
 
 _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("build", "plan_build", "convert", "inspect"), "._images"),
-    **dict.fromkeys(("push", "plan_push", "pull", "PullResult", "lock", "stage", "plan_stage"), "._registry"),
+    **dict.fromkeys(("push", "plan_push", "pull", "PullResult", "lock", "stage", "plan_stage", "login", "logout",
+                     "LoginResult"), "._registry"),
     **dict.fromkeys(("plan_launch", "render", "execute", "launch", "submit", "shell", "shell_command",
-                     "env_pairs"), "._launch"),
+                     "env_pairs", "backends", "nccl_report", "NcclCheck"), "._launch"),
+    **dict.fromkeys(("recipes", "show", "render_recipe", "Rendered"), "._recipes"),
+    **dict.fromkeys(("cache_ls", "cache_prune", "CacheListing"), "._cache"),
     **dict.fromkeys(("jobs", "logs", "log_files", "follow", "cancel", "Job"), "._jobs"),
     **dict.fromkeys(("site", "sites"), "._sites"),
     **dict.fromkeys(("Executor", "FunctionJob"), "._executor"),
@@ -71,15 +99,16 @@ _EXPORTS: dict[str, str] = {
     "Site": "..site.model",
 }
 
-__all__ = ["BuildError", "BuildPlan", "BuildResult", "CancelResult", "CkitError", "CompatError",
-           "ConfigError", "ConvertError", "ConvertResult", "Execution", "Executor", "FunctionJob",
-           "IntegrityError", "Job", "JobEntry", "JobLogs", "JobStatus", "JobTimeout", "LaunchError",
-           "LaunchPlan", "LaunchRequest", "LaunchResult", "LogPiece", "LogText", "Meter", "PolicyError",
-           "PullResult", "PushOutcome", "PushPlan", "RegistryError", "Reporter", "ShellCommand", "Site",
-           "StagePlan", "StageResult", "build", "cancel", "convert", "env_pairs", "execute", "follow",
-           "inspect", "jobs", "launch", "lock", "log_files", "logs", "plan_build", "plan_launch",
-           "plan_push", "plan_stage", "pull", "push", "render", "shell", "shell_command", "site", "sites",
-           "stage", "submit"]
+__all__ = ["BuildError", "BuildPlan", "BuildResult", "CacheListing", "CancelResult", "CkitError",
+           "CompatError", "ConfigError", "ConvertError", "ConvertResult", "Execution", "Executor",
+           "FunctionJob", "IntegrityError", "Job", "JobEntry", "JobLogs", "JobStatus", "JobTimeout",
+           "LaunchError", "LaunchPlan", "LaunchRequest", "LaunchResult", "LogPiece", "LogText",
+           "LoginResult", "Meter", "NcclCheck", "PolicyError", "PullResult", "PushOutcome", "PushPlan",
+           "RegistryError", "Rendered", "Reporter", "ShellCommand", "Site", "StagePlan", "StageResult",
+           "backends", "build", "cache_ls", "cache_prune", "cancel", "convert", "env_pairs", "execute",
+           "follow", "inspect", "jobs", "launch", "lock", "log_files", "login", "logout", "logs",
+           "nccl_report", "plan_build", "plan_launch", "plan_push", "plan_stage", "pull", "push", "recipes",
+           "render", "render_recipe", "shell", "shell_command", "show", "site", "sites", "stage", "submit"]
 
 
 def __getattr__(name: str) -> object:

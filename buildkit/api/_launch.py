@@ -5,7 +5,7 @@ field per flag of ``ckit launch`` (``nodes`` is ``-N``, ``env`` the ``--env K=V`
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +16,7 @@ from ._common import Folders, required_site
 
 if TYPE_CHECKING:
     from ..launch.jobcontrol import ShellCommand
+    from ..launch.nccl_report import NcclReport
     from ..site.model import Site
     from ._jobs import Job
 
@@ -138,3 +139,42 @@ def shell(site: str | Site, request: LaunchRequest, *, sites: Folders = ()) -> i
     command = shell_command(site, request, sites=sites)
     require(command.argv[0], purpose="open an interactive allocation", package="slurm-client")
     return interactive(command.argv)
+
+
+def backends() -> dict[str, list[dict[str, Any]]]:
+    """The runtimes, frameworks and schedulers ``launch`` knows, one module each (``ckit backends --json``)."""
+    from ..launch import frameworks, runtimes, schedulers
+
+    return {
+        "runtimes": [{"name": b.name, "summary": b.summary, "files": list(b.files), "references": b.refs}
+                     for b in runtimes.REGISTRY.all()],
+        "frameworks": [{"name": b.name, "summary": b.summary, "launchers": list(b.launchers)}
+                       for b in frameworks.REGISTRY.all()],
+        "schedulers": [{"name": b.name, "summary": b.summary} for b in schedulers.REGISTRY.all()],
+    }
+
+
+@dataclass(frozen=True)
+class NcclCheck:
+    """Each nccl-tests run in a file, and the runs below the expected bus bandwidth (``ckit nccl-report``)."""
+
+    runs: list[NcclReport]
+    expect_gbps: float | None
+    below: list[int]  # the runs (from 1) whose average bus bandwidth is below ``expect_gbps``
+
+    def as_json(self) -> dict[str, Any]:
+        return {"runs": [r.as_json() for r in self.runs], "expect_gbps": self.expect_gbps, "below": self.below}
+
+
+def nccl_report(file: str | Path, *, expect: float | None = None) -> NcclCheck:
+    """The bus-bandwidth report of each ``all_reduce_perf`` run in ``file`` (the job's log)."""
+    from ..launch import nccl_report as reports
+
+    path = Path(file)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read: {err.strerror}") from err
+    runs = reports.parse_runs(text, str(path))
+    low = [i for i, r in enumerate(runs, 1) if expect is not None and r.avg_busbw < expect]
+    return NcclCheck(runs, expect, low)

@@ -239,3 +239,40 @@ def _stack_build(name: str, sets: Sequence[str], ngc: str | None, recipes: Folde
         raise ConfigError(f"stack {name} has no build in the engine (fingerprint {resolved.fingerprint[:12]})",
                           hint=f"run `{again}` first")
     return resolved.stack, resolved.fingerprint, image
+
+
+@dataclass(frozen=True)
+class LoginResult:
+    """What :func:`login` did: whether the registry checked the credentials, and the file they went to."""
+
+    registry: str
+    checked: bool  # False: the registry asks for no authentication (they were stored all the same)
+    stored_in: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"registry": self.registry, "checked": self.checked, "stored_in": self.stored_in}
+
+
+def login(registry: str, username: str, password: str, *, insecure: bool = False,
+          ca_file: str | Path | None = None) -> LoginResult:
+    """Check credentials against ``registry`` and store them the way docker does (``ckit login``).
+
+    :raises RegistryError: the registry refused them."""
+    from ..registry.auth import Credentials, store
+    from ..registry.client import RegistryClient
+    from ..registry.reference import api_host, parse_registry
+
+    if not username or not password:
+        raise ConfigError("ckit login needs a user name and a password")
+    host = parse_registry(registry)
+    creds = Credentials(username, password, source="ckit login")
+    checked = RegistryClient(api_host(host), insecure=insecure, ca_file=_ca(ca_file), credentials=creds).check_login()
+    return LoginResult(host, checked, str(store(host, creds)))
+
+
+def logout(registry: str) -> list[str]:
+    """Forget the credentials stored for ``registry`` (``ckit logout``); the files they were removed from."""
+    from ..registry.auth import erase
+    from ..registry.reference import parse_registry
+
+    return list(erase(parse_registry(registry)))

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from ..outside import shown
 from .app import SETTINGS, DryRunOpt, JsonOpt, app, emit_json, info, say
-
-if TYPE_CHECKING:  # the cache machinery is imported when a command runs (start-up time)
-    from ..cache.config import ImporterConfig
-    from ..storage.cache import CacheDir
 
 cache_app = typer.Typer(help="The shared image cache: what the Pyxis importer serves and `ckit stage` fills.",
                         no_args_is_help=True)
@@ -27,22 +23,6 @@ FolderOpt = Annotated[Path | None, typer.Option(
                                    "CKIT_CLUSTER_CACHE).")]
 SiteOpt = Annotated[str | None, typer.Option("--site", metavar="SITE",
                                              help="Use the site's shared image folder (what `ckit stage` fills).")]
-
-
-def _folder(folder: Path | None, site: str | None) -> tuple[CacheDir, ImporterConfig | None]:
-    from ..cache import config
-    from ..storage.cache import CacheDir
-
-    if folder is not None:
-        return CacheDir(folder), None
-    if site is not None:
-        from ..registry.stage import stage_dir
-        from ..site.load import load_site
-
-        profile = load_site(site, SETTINGS.sites_dirs)
-        return CacheDir(stage_dir(profile.shared_image_dir, None, site)), None
-    cfg = config.load(sites_dirs=tuple(SETTINGS.sites_dirs))
-    return CacheDir(cfg.cache, cfg.hold_max_age), cfg
 
 
 def _age(seconds: float) -> str:
@@ -60,28 +40,22 @@ def _source(meta: dict[str, Any]) -> str:
 @cache_app.command("ls")
 def ls(folder: FolderOpt = None, site: SiteOpt = None, as_json: JsonOpt = False) -> None:
     """List the cached images: size, last use, the steps that hold them, whose tree holds them, their source."""
-    from ..storage.reuse_files import ReuseSweep
+    from .. import api
 
-    cache, _cfg = _folder(folder, site)
-    entries = sorted(cache.entries(), key=lambda e: -e.last_used)
-    own = cache.own_tree_store()
-    reuse = own.sweep_reuse(dry_run=True) if own is not None else ReuseSweep()  # what no image needs
-    notes = _notes(cache)
+    listing = api.cache_ls(folder=folder, site=site, sites=SETTINGS.sites_dirs)
     if as_json:
-        emit_json({"cache": str(cache.root), "total_size": sum(e.size for e in entries),
-                   "entries": [e.as_json() for e in entries], "notes": notes,
-                   "reuse": {"files": reuse.kept, "size": reuse.kept_bytes, "orphaned_files": len(reuse.removed),
-                             "orphaned_size": reuse.freed}})
+        emit_json(listing.as_json())
         return
     now = time.time()
-    for entry in entries:
+    for entry in listing.entries:
         holds = f"held by {len(entry.holds)}" if entry.holds else "-"
         whose = _user(entry.owner) + ("" if entry.trusted else " (not trusted)")
         say(f"{shown(entry.key)[:12]}  {entry.size / 1e6:9.1f} MB  used {_age(now - entry.last_used):>4} ago  "
             f"{holds:<11} {shown(whose):<24} {_source(entry.meta)}")
-    for note in notes:
+    for note in listing.notes:
         info(f"note: {note}")
-    info(f"{len(entries)} images, {sum(e.size for e in entries) / 1e9:.2f} GB in {cache.root}; your reuse records "
+    reuse = listing.reuse
+    info(f"{len(listing.entries)} images, {listing.total_size / 1e9:.2f} GB in {listing.cache}; your reuse records "
          f"{(reuse.kept_bytes + reuse.freed) / 1e6:.1f} MB ({reuse.freed / 1e6:.1f} MB of them no image needs: "
          "`ckit cache prune` removes those)")
 
@@ -95,16 +69,6 @@ def _user(uid: int) -> str:
         return f"uid {uid}"
 
 
-def _notes(cache: CacheDir) -> list[str]:
-    """What a reader of this cache should know: an ignored policy, folders of the old shared layout."""
-    notes = [cache.folder.policy().note] if cache.folder.policy().note else []
-    if cache.legacy():
-        notes.append(f"{cache.root} holds folders of the shared layout of earlier ckit versions "
-                     f"({', '.join(cache.legacy())}), which nothing serves any more: the folder's owner may remove "
-                     "them")
-    return notes
-
-
 @cache_app.command("prune")
 def prune(
     folder: FolderOpt = None,
@@ -116,15 +80,9 @@ def prune(
     as_json: JsonOpt = False,
 ) -> None:
     """Evict least recently used images no running step holds, and remove what dead conversions left."""
-    from ..cache.config import parse_size
-    from ..errors import ConfigError
-    from ..storage.lease import stale_seconds
+    from .. import api
 
-    cache, cfg = _folder(folder, site)
-    limit = parse_size(max_size, "--max-size") if max_size is not None else (cfg.max_size if cfg else None)
-    if limit is None:
-        raise ConfigError("no size to prune to", hint="pass --max-size SIZE (or set max_size in importer.yaml)")
-    pruned = cache.prune(limit, stale_seconds(), dry_run=dry_run)
+    pruned = api.cache_prune(max_size=max_size, folder=folder, site=site, dry_run=dry_run, sites=SETTINGS.sites_dirs)
     if as_json:
         emit_json(pruned.as_json())
         return
@@ -135,7 +93,7 @@ def prune(
     info(f"{verb} {len(pruned.evicted)} images ({sum(e.size for e in pruned.evicted) / 1e9:.2f} GB); removed "
          f"{len(pruned.cleaned)} leftovers; {'would remove' if dry_run else 'removed'} {len(reuse.removed)} reuse "
          f"files no image needs ({reuse.freed / 1e6:.1f} MB); {pruned.total_size / 1e9:.2f} GB remain in "
-         f"{cache.root}")
+         f"{pruned.root}")
 
 
 @importer_app.command("get")

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from ..errors import ConfigError
 from ..launch import frameworks, nccl_report, runtimes, schedulers
 from ..launch.plan import LaunchRequest
 from .app import SETTINGS, DryRunOpt, JsonOpt, app, emit_json, info, number, say, warn, whole_number
@@ -114,13 +113,9 @@ def _report(result: schedulers.LaunchResult, as_json: bool) -> None:
 @app.command("backends")
 def backends_cmd(as_json: JsonOpt = False) -> None:
     """The runtimes, frameworks and schedulers ckit launch knows (one module each)."""
-    data: dict[str, list[dict[str, Any]]] = {
-        "runtimes": [{"name": b.name, "summary": b.summary, "files": list(b.files), "references": b.refs}
-                     for b in runtimes.REGISTRY.all()],
-        "frameworks": [{"name": b.name, "summary": b.summary, "launchers": list(b.launchers)}
-                       for b in frameworks.REGISTRY.all()],
-        "schedulers": [{"name": b.name, "summary": b.summary} for b in schedulers.REGISTRY.all()],
-    }
+    from .. import api
+
+    data = api.backends()
     if as_json:
         emit_json(data)
         return
@@ -139,18 +134,15 @@ def nccl_report_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Bus-bandwidth report of each nccl-tests run in FILE."""
-    try:
-        text = file.read_text(encoding="utf-8", errors="replace")
-    except OSError as err:
-        raise ConfigError(f"{file}: cannot read: {err.strerror}") from err
-    runs = nccl_report.parse_runs(text, str(file))
-    low = [i for i, r in enumerate(runs, 1) if expect is not None and r.avg_busbw < expect]
+    from .. import api
+
+    check = api.nccl_report(file, expect=expect)
     if as_json:
-        emit_json({"runs": [r.as_json() for r in runs], "expect_gbps": expect, "below": low})
+        emit_json(check.as_json())
     else:
-        for index, run in enumerate(runs, 1):
-            say(f"run {index}:" if len(runs) > 1 else "", nl=len(runs) > 1)
+        for index, run in enumerate(check.runs, 1):
+            say(f"run {index}:" if len(check.runs) > 1 else "", nl=len(check.runs) > 1)
             say(run.text(), nl=False)
-    if low:
-        warn(f"run {', '.join(map(str, low))} below the expected {expect:g} GB/s average bus bandwidth")
+    if check.below:
+        warn(f"run {', '.join(map(str, check.below))} below the expected {expect:g} GB/s average bus bandwidth")
         raise typer.Exit(1)

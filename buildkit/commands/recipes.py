@@ -7,8 +7,6 @@ from typing import Annotated
 
 import typer
 
-from ..errors import ConfigError
-from ..fsutil import atomic_write
 from ..outside import shown
 from .app import SETTINGS, JsonOpt, NgcOpt, SetOpt, StackArg, app, emit_json, info, say, warn
 
@@ -19,10 +17,9 @@ def recipes_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """List the stacks (and with --all the bases and add-ons) with one-line descriptions."""
-    from ..recipe import describe
-    from ..recipe.catalog import Catalog
+    from .. import api
 
-    data = describe.catalogue(Catalog.from_dirs(SETTINGS.recipes_dirs), everything=all_layers)
+    data = api.recipes(everything=all_layers, recipes=SETTINGS.recipes_dirs)
     if json_out:
         emit_json(data)
         return
@@ -42,12 +39,10 @@ def show_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """The resolved stack: layers, parameters, stack facts (CUDA, driver, NCCL…) and warnings."""
+    from .. import api
     from ..recipe import describe
-    from ..recipe.catalog import Catalog
 
-    catalog = Catalog.from_dirs(SETTINGS.recipes_dirs)
-    recipe = catalog.resolve(stack, sets=sets or [], ngc=ngc)
-    data = describe.resolved(catalog, recipe)
+    data = api.show(stack, sets=sets or [], ngc=ngc, recipes=SETTINGS.recipes_dirs)
     if json_out:
         emit_json(data)
     else:
@@ -67,33 +62,23 @@ def render_cmd(
              "context: the Dockerfile or Singularity.def and the files it copies.")] = None,
 ) -> None:
     """Render the stack as a Dockerfile or a Singularity/Apptainer .def (stdout unless -o)."""
-    from ..recipe.catalog import Catalog
-    from ..recipe.model import Copy
-    from ..render.context import build_context
-    from ..render.context import render as render_recipe
-    from ..render.folder import is_folder_target, write_folder
+    from .. import api
 
-    fmt = fmt.lower()
-    if fmt not in ("docker", "singularity"):
+    if fmt.lower() not in ("docker", "singularity"):
         raise typer.BadParameter(f"{fmt!r}: choose docker or singularity", param_hint="--format")
-    recipe = Catalog.from_dirs(SETTINGS.recipes_dirs).resolve(stack, sets=sets or [], ngc=ngc)
-    for warning in recipe.warnings:
+    rendered = api.render_recipe(stack, fmt=fmt, sets=sets or [], ngc=ngc, output=output,
+                                 recipes=SETTINGS.recipes_dirs)
+    for warning in rendered.warnings:
         warn(warning)
-    copies = [s.context for s in recipe.steps if isinstance(s, Copy)]
-    if output is not None and is_folder_target(output):
-        written = write_folder(build_context(recipe, fmt), Path(output))
-        info(f"wrote {len(written)} files to {output.rstrip('/')}/ (" + ", ".join(
-            str(p.relative_to(Path(output))) for p in written[:4]) + (", …)" if len(written) > 4 else ")"))
-        return
-    if copies and output is not None:
-        raise ConfigError(f"-o {output}: stack {stack} copies files into the image ({', '.join(copies)}), which "
-                          f"one file cannot hold", hint=f"write the whole build context: -o {Path(output).stem}/")
-    text = render_recipe(recipe, fmt)
-    if output is None:
-        if copies:
-            info(f"note: this file copies {', '.join(copies)} from its build context; "
+    if rendered.written:
+        assert output is not None
+        info(f"wrote {len(rendered.written)} files to {output.rstrip('/')}/ (" + ", ".join(
+            str(p.relative_to(Path(output))) for p in rendered.written[:4]) + (
+            ", …)" if len(rendered.written) > 4 else ")"))
+    elif output is None:
+        if rendered.copies:
+            info(f"note: this file copies {', '.join(rendered.copies)} from its build context; "
                  f"`ckit render {stack} -o DIR/` writes them too")
-        say(text, nl=False)
+        say(rendered.text, nl=False)
     else:
-        atomic_write(Path(output), text.encode())
         info(f"wrote {output}")

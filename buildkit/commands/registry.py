@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -12,9 +10,8 @@ import typer
 
 from ..errors import ConfigError
 from ..image import SOURCE_FORMS
-from ..progress import Meter
-from ..registry.auth import ENV_PASSWORD, ENV_USER, Credentials, erase, from_env, store
-from ..registry.reference import api_host, parse_registry
+from ..registry.auth import ENV_PASSWORD, ENV_USER, from_env
+from ..registry.reference import parse_registry
 from .app import (
     SETTINGS,
     DryRunOpt,
@@ -43,12 +40,6 @@ CaFileOpt = Annotated[Path | None, typer.Option(
 RefArg = Annotated[str, typer.Argument(metavar="REF", help="REGISTRY/REPO:TAG (or @sha256:DIGEST).")]
 
 
-@contextmanager
-def _bar(description: str, total: int | None) -> Iterator[Meter]:
-    with progress() as reporter, reporter.meter(description, total=total) as meter:
-        yield meter
-
-
 def _read_secret(password_stdin: bool) -> str:
     if password_stdin:
         secret = sys.stdin.read().rstrip("\r\n")
@@ -71,19 +62,15 @@ def login(
     ca_file: CaFileOpt = None,
 ) -> None:
     """Check credentials against REGISTRY and store them the way docker does."""
-    from ..registry.client import RegistryClient
+    from .. import api
 
-    host = parse_registry(registry)
     if not username:
         if password_stdin or not sys.stdin.isatty():
             raise ConfigError("ckit login needs -u USER when the password comes from stdin")
         username = typer.prompt("Username", err=True)
-    creds = Credentials(username, _read_secret(password_stdin), source="ckit login")
-    client = RegistryClient(api_host(host), insecure=insecure, ca_file=ca_file, credentials=creds)
-    checked = client.check_login()
-    where = store(host, creds)
-    info(f"Login to {host} {'succeeded' if checked else 'stored (the registry asks for no authentication)'}; "
-         f"credentials saved in {where}")
+    done = api.login(registry, username, _read_secret(password_stdin), insecure=insecure, ca_file=ca_file)
+    how = "succeeded" if done.checked else "stored (the registry asks for no authentication)"
+    info(f"Login to {done.registry} {how}; credentials saved in {done.stored_in}")
 
 
 FormatOpt = Annotated[str | None, typer.Option(
@@ -175,8 +162,10 @@ def logout(
     registry: Annotated[str, typer.Argument(metavar="REGISTRY", help="Registry host[:port].")],
 ) -> None:
     """Forget the credentials `ckit login` (or `docker login`) stored for REGISTRY."""
+    from .. import api
+
     host = parse_registry(registry)
-    removed = erase(host)
+    removed = api.logout(registry)
     if removed:
         info(f"Removed login credentials for {host} from {', '.join(removed)}")
     else:

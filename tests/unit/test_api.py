@@ -121,3 +121,22 @@ def test_launch_is_one_call_and_writes_the_script(tmp_path):
         ckit.plan_launch("local", request))
     shell = ckit.shell_command("local", ckit.LaunchRequest(command=(), runtime="none"))
     assert shell.argv[0] == "salloc" and "--job-name=ckit-shell" in shell.argv
+
+
+def test_the_recipe_calls_are_the_commands(tmp_path, capsys):
+    assert "hello" in {s["name"] for s in ckit.recipes()["stacks"]}
+    assert ckit.show("hello")["stack"] == "hello"
+    rendered = ckit.render_recipe("hello", fmt="singularity")
+    assert rendered.text.startswith("Bootstrap: docker") and rendered.written == ()
+    assert main(["render", "hello", "--format", "singularity"]) == 0
+    assert capsys.readouterr().out == rendered.text
+    written = ckit.render_recipe("hello", output=f"{tmp_path}/ctx/")
+    assert (tmp_path / "ctx" / "Dockerfile").read_text() == written.text
+    with pytest.raises(ckit.ConfigError, match="docker or singularity"):
+        ckit.render_recipe("hello", fmt="podman")
+
+
+def test_backends_and_nccl_report(tmp_path):
+    assert {"slurm", "dlws"} <= {b["name"] for b in ckit.backends()["schedulers"]}
+    with pytest.raises(ckit.ConfigError, match="cannot read"):
+        ckit.nccl_report(tmp_path / "missing.out")
