@@ -214,6 +214,8 @@ def test_launch_of_a_command_and_its_job_handle(slurm, folder, image, charlieclo
     assert sorted(job.stdout().splitlines()) == ["out 0", "out 1"]
     assert sorted((job.stderr() or "").splitlines()) == ["err 0", "err 1"]
     assert job.logs().output == where / f"apicmd.o{job.job_id}"
+    waited = ckit.launch("local", request, ckit.Execution(submit=True, wait=True, cwd=where))  # ckit launch --wait
+    assert waited.exit_code == 0 and waited.job_id and waited.script == str(where / "apicmd.sbatch")
 
 
 def _ckit(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
