@@ -17,13 +17,16 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import fields, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..config.searchpath import suggest
 from ..errors import ConfigError, JobTimeout, LaunchError
 from ..launch.plan import LaunchPlan, LaunchRequest
 from ..launch.schedulers import Execution
 from ._common import Folders, required_site
+
+if TYPE_CHECKING:
+    from ..site.model import Site
 
 try:
     from submitit.core import core, utils
@@ -183,7 +186,7 @@ class Executor(core.PicklingExecutor):
 
     job_class = FunctionJob
 
-    def __init__(self, folder: str | Path, site: Any, *, image: str | None = None, runtime: str | None = None,
+    def __init__(self, folder: str | Path, site: str | Site, *, image: str | None = None, runtime: str | None = None,
                  framework: str = "none", python: str = "python3", cwd: str | Path | None = None,
                  sites: Folders = (), check_image: bool = True, max_num_timeout: int = 3) -> None:
         super().__init__(folder, max_num_timeout)

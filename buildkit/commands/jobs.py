@@ -13,7 +13,7 @@ from ..outside import shown
 from .app import SETTINGS, JsonOpt, app, complete_site, emit_json, info, say, whole_number
 
 if TYPE_CHECKING:
-    from ..launch.jobcontrol import JobEntry, LogPiece
+    from ..launch.jobcontrol import JobEntry
 
 Opt = typer.Option
 JobArg = Annotated[str, typer.Argument(metavar="JOB", help="Slurm job id.")]
@@ -58,9 +58,9 @@ def jobs_cmd(
     _table(found, since is not None)
 
 
-def _skipped(piece: LogPiece, path: Path) -> None:
-    if piece.skipped:
-        info(f"[{piece.skipped} bytes of the log left out here: ckit logs shows at most the last "
+def _skipped(count: int | None, path: Path) -> None:
+    if count:
+        info(f"[{count} bytes of the log left out here: ckit logs shows at most the last "
              f"{limits.size('log_tail')} bytes at a time (CKIT_MAX_LOG_TAIL); the whole log is {path}]")
 
 
@@ -84,7 +84,7 @@ def logs_cmd(
     info(f"log: {files.output}" + (f"; errors: {files.error}" if files.error else ""))
     if follow:
         for piece in api.follow(job, site=site, sites=SETTINGS.sites_dirs):
-            _skipped(piece, files.error if piece.stream == "error" and files.error else files.output)
+            _skipped(piece.skipped, files.error if piece.stream == "error" and files.error else files.output)
             say(piece.data, nl=False)
         return
     text = api.logs(job, site=site, sites=SETTINGS.sites_dirs)
@@ -94,15 +94,8 @@ def logs_cmd(
             continue
         if path is files.error:
             info(f"--- {path} (-e) ---")
-        _skipped_count(skipped or 0, path)
+        _skipped(skipped, path)
         say(data, nl=False)
-
-
-def _skipped_count(count: int, path: Path) -> None:
-    if count:
-        from ..launch.jobcontrol import LogPiece
-
-        _skipped(LogPiece(b"", count), path)
 
 
 @app.command("cancel")
