@@ -36,13 +36,14 @@ print("job", job.job_id)
 print("add(5, 7) =", job.result())
 
 # %% [markdown]
-# ## A multi-task job: one result per task (the guide's example 3, `ntasks_per_node`)
+# ## A multi-task job: one result per task (the guide's example 3 runs `ntasks_per_node=3` on one node; here
+# one task on each of two nodes)
 
 # %%
-executor.update_parameters(tasks_per_node=2)
+executor.update_parameters(nodes=2, tasks_per_node=1)
 job = executor.submit(add, 5, 7)
 print("per task:", job.results())
-executor.update_parameters(tasks_per_node=1)
+executor.update_parameters(nodes=1)
 
 
 # %% [markdown]
