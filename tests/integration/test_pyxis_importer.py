@@ -114,7 +114,7 @@ def test_get_prints_only_the_path_and_release_twice_is_harmless(acl: Acl, privat
     tree = rootfs(path, tmp_path / "rootfs")
     digest = json.loads(next((cache / "refs" / "tags").glob("*.json")).read_text())["digest"]
     repo = private.split(":")[0]
-    assert (tree / "etc" / "rc").read_text().splitlines()[0] == f"# enroot-provenance: docker://{acl.host}#{repo}@{digest}"
+    assert (tree / "etc" / "rc").read_text().splitlines()[0] == f"# enroot-provenance: docker://{acl.host}#{repo}:{digest}"
     assert (tree / "bin" / "sh").is_symlink() or (tree / "bin" / "sh").is_file()
     held = list((cache / "holds").glob("*/11.0@*"))
     assert len(held) == 1
