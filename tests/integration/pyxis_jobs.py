@@ -240,3 +240,14 @@ def ran_everywhere(job: Job, image: WorkImage, *, cwd: str) -> None:
     assert {r["cwd"] for r in reports} == {cwd}, job.text
     assert {r["path"] for r in reports} == {IMAGE_PATH}, job.text
     assert job.text.count("hello from ckit") == 2, job.text
+
+
+def ran_clean(cluster: Cluster, image: WorkImage, folder: Path, *args: str, cwd: str | None = None,
+              export_none: bool = False) -> Job:
+    """``ckit launch -N 2 ARGS -- report`` in ``folder``: it succeeded on both nodes (:func:`ran_everywhere`, in
+    ``cwd``, by default the submit folder) and left no container on any node and no warning in its output."""
+    job = launch(cluster, folder, "-N", "2", *args, "--", "report", export_none=export_none)
+    assert job.rc == 0, job.text
+    ran_everywhere(job, image, cwd=cwd or str(folder))
+    assert cluster.containers() == {node: [] for node in NODES} and "ckit: warning" not in job.text, job.text
+    return job

@@ -23,12 +23,11 @@ from tests.integration.pyxis_jobs import (
     launch,
     nodes_registry,
     pyxis_cluster,
+    ran_clean,
     ran_everywhere,
     work_image,
 )
 from tests.integration.registry_helpers import ckit
-
-NOTHING = {"n1": [], "n2": []}
 
 
 @pytest.fixture(scope="module")
@@ -51,10 +50,7 @@ def work(podman, debian_image, registry, tmp_path_factory) -> Iterator[WorkImage
 
 def test_a_sqsh_by_absolute_path(cluster: Cluster, work: WorkImage, tmp_path: Path) -> None:
     """Before: the image's PATH was lost to the login shell's /etc/profile (`report: No such file or directory`)."""
-    job = launch(cluster, tmp_path, "-N", "2", "--image", str(work.sqsh), "--", "report")
-    assert job.rc == 0, job.text
-    ran_everywhere(job, work, cwd=str(tmp_path))
-    assert cluster.containers() == NOTHING and "ckit: warning" not in job.text
+    ran_clean(cluster, work, tmp_path, "--image", str(work.sqsh))
 
 
 def test_a_sqsh_by_relative_path_as_the_readme_writes_it(cluster: Cluster, work: WorkImage, tmp_path: Path) -> None:
@@ -62,11 +58,8 @@ def test_a_sqsh_by_relative_path_as_the_readme_writes_it(cluster: Cluster, work:
     image of that name (a file is only what starts with / or .)."""
     (tmp_path / "images").mkdir()
     os.link(work.sqsh, tmp_path / "images" / "work.sqsh")
-    job = launch(cluster, tmp_path, "-N", "2", "--image", "images/work.sqsh", "--", "report")
+    job = ran_clean(cluster, work, tmp_path, "--image", "images/work.sqsh")
     assert f"export CKIT_IMAGE={tmp_path}/images/work.sqsh\n" in job.script
-    assert job.rc == 0, job.text
-    ran_everywhere(job, work, cwd=str(tmp_path))
-    assert cluster.containers() == NOTHING
 
 
 def test_a_missing_image_file_is_refused_before_anything_runs(cluster: Cluster, tmp_path: Path) -> None:
@@ -81,22 +74,15 @@ def test_a_missing_image_file_is_refused_before_anything_runs(cluster: Cluster, 
 def test_a_registry_reference_ckit_pushed_starting_in_the_workdir(cluster: Cluster, work: WorkImage, registry: str,
                                                                  tmp_path: Path) -> None:
     """Each node's enroot pulls the reference itself (Docker schema 2, plain http as its enroot.conf allows)."""
-    job = launch(cluster, tmp_path, "-N", "2", "--image", work.ref, "--workdir", WORKDIR, "--", "report")
+    job = ran_clean(cluster, work, tmp_path, "--image", work.ref, "--workdir", WORKDIR, cwd=WORKDIR)
     assert re.search(rf"^export CKIT_IMAGE='{re.escape(registry)}#ckit-pyxis/\w+:1'$", job.script, re.M)
-    assert job.rc == 0, job.text
-    ran_everywhere(job, work, cwd=WORKDIR)
-    assert cluster.containers() == NOTHING
 
 
 def test_sbatch_export_none(cluster: Cluster, work: WorkImage, tmp_path: Path) -> None:
     """The batch shell has only the login environment Slurm makes on the node: ckit's variables still reach the
     tasks, and the node's enroot removes the container."""
-    job = launch(cluster, tmp_path, "-N", "2", "--image", str(work.sqsh), "--env", "CKIT_PROBE=seen", "--",
-                 "report", export_none=True)
-    assert job.rc == 0, job.text
-    ran_everywhere(job, work, cwd=str(tmp_path))
+    job = ran_clean(cluster, work, tmp_path, "--image", str(work.sqsh), "--env", "CKIT_PROBE=seen", export_none=True)
     assert {r["probe"] for r in job.reports()} == {"seen"}
-    assert cluster.containers() == NOTHING and "ckit: warning" not in job.text
 
 
 def test_a_kept_container_follows_the_image_file(cluster: Cluster, work: WorkImage, debian_image: str,

@@ -13,9 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.importer_jobs import Importing, enroot_layers, importing, served_from_cache
-from tests.integration.pyxis_jobs import launch, ran_everywhere
-
-NOTHING = {"n1": [], "n2": []}
+from tests.integration.pyxis_jobs import ran_clean
 
 
 @pytest.fixture(scope="module")
@@ -26,27 +24,18 @@ def setup(slurm, podman, debian_image, tmp_path_factory) -> Iterator[Importing]:
 
 def test_a_reference_by_tag(setup: Importing, tmp_path: Path) -> None:
     pulled = enroot_layers(setup.cluster)
-    job = launch(setup.cluster, tmp_path, "-N", "2", "--image", setup.work.ref, "--", "report")
-    assert job.rc == 0, job.text
-    ran_everywhere(job, setup.work, cwd=str(tmp_path))
-    assert setup.cluster.containers() == NOTHING
+    ran_clean(setup.cluster, setup.work, tmp_path, "--image", setup.work.ref)
     assert enroot_layers(setup.cluster) == pulled
     served_from_cache(setup, setup.work.ref)
 
 
 def test_a_reference_by_tag_under_export_none(setup: Importing, tmp_path: Path) -> None:
     """The job's environment holds nothing of the submit shell's: the importer's settings are the site's."""
-    job = launch(setup.cluster, tmp_path, "-N", "2", "--image", setup.work.ref, "--", "report", export_none=True)
-    assert job.rc == 0, job.text
-    ran_everywhere(job, setup.work, cwd=str(tmp_path))
-    assert setup.cluster.containers() == NOTHING
+    ran_clean(setup.cluster, setup.work, tmp_path, "--image", setup.work.ref, export_none=True)
 
 
 def test_a_reference_by_digest(setup: Importing, tmp_path: Path) -> None:
     pulled, pinned = enroot_layers(setup.cluster), setup.work.pinned
-    job = launch(setup.cluster, tmp_path, "-N", "2", "--image", pinned, "--", "report")
-    assert f"#{pinned.split('/', 1)[1]}'" in job.script  # REGISTRY#REPO@sha256:…
-    assert job.rc == 0, job.text
-    ran_everywhere(job, setup.work, cwd=str(tmp_path))
-    assert setup.cluster.containers() == NOTHING and enroot_layers(setup.cluster) == pulled
+    job = ran_clean(setup.cluster, setup.work, tmp_path, "--image", pinned)
+    assert f"#{pinned.split('/', 1)[1]}'" in job.script and enroot_layers(setup.cluster) == pulled  # REGISTRY#REPO@…
     served_from_cache(setup, pinned)

@@ -14,9 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.importer_jobs import Importing, enroot_layers, importing, served_from_cache
-from tests.integration.pyxis_jobs import launch, ran_everywhere
-
-NOTHING = {"n1": [], "n2": []}
+from tests.integration.pyxis_jobs import ran_clean
 
 
 @pytest.fixture(scope="module")
@@ -32,15 +30,12 @@ def test_an_unnamed_step_starts_from_the_importers_file(setup: Importing) -> Non
                           capture_output=True, text=True, timeout=300,
                           check=False)
     assert done.returncode == 0, done.stderr
-    assert f"image={setup.work.name}" in done.stdout and setup.cluster.containers() == NOTHING
+    assert f"image={setup.work.name}" in done.stdout and setup.cluster.containers() == {"n1": [], "n2": []}
 
 
 def test_a_reference_by_tag_and_by_digest(setup: Importing, tmp_path: Path) -> None:
     pulled = enroot_layers(setup.cluster)
     for ref in (setup.work.ref, setup.work.pinned):
-        job = launch(setup.cluster, tmp_path, "-N", "2", "--image", ref, "--", "report")
-        assert job.rc == 0, job.text
-        ran_everywhere(job, setup.work, cwd=str(tmp_path))
-        assert setup.cluster.containers() == NOTHING
+        ran_clean(setup.cluster, setup.work, tmp_path, "--image", ref)
         served_from_cache(setup, ref)
     assert enroot_layers(setup.cluster) == pulled

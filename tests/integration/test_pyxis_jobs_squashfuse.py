@@ -15,68 +15,48 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.pyxis_jobs import (
-    WORKDIR,
-    Cluster,
-    WorkImage,
-    launch,
-    nodes_registry,
-    pyxis_cluster,
-    ran_everywhere,
-    work_image,
-)
-
-NOTHING = {"n1": [], "n2": []}
+from tests.integration import pyxis_jobs as jobs
 
 
 @pytest.fixture(scope="module")
-def cluster(slurm, tmp_path_factory) -> Iterator[Cluster]:  # type: ignore[no-untyped-def]
-    with pyxis_cluster(slurm, tmp_path_factory.mktemp("pyxis"), squashfuse=True) as configured:
+def cluster(slurm, tmp_path_factory) -> Iterator[jobs.Cluster]:  # type: ignore[no-untyped-def]
+    with jobs.pyxis_cluster(slurm, tmp_path_factory.mktemp("pyxis"), squashfuse=True) as configured:
         yield configured
 
 
 @pytest.fixture(scope="module")
-def work(podman, debian_image, tmp_path_factory) -> Iterator[WorkImage]:  # type: ignore[no-untyped-def]
-    with nodes_registry() as registry, work_image(debian_image, registry, tmp_path_factory.mktemp("work")) as image:
+def work(podman, debian_image, tmp_path_factory) -> Iterator[jobs.WorkImage]:  # type: ignore[no-untyped-def]
+    with jobs.nodes_registry() as registry, jobs.work_image(debian_image, registry, tmp_path_factory.mktemp("work")) as image:
         yield image
 
 
-def test_pyxis_starts_an_unnamed_container_from_the_squashfs(cluster: Cluster, work: WorkImage) -> None:
+def test_pyxis_starts_an_unnamed_container_from_the_squashfs(cluster: jobs.Cluster, work: jobs.WorkImage) -> None:
     """The configuration is in effect: a plain step's root is an overlay on the squashfuse mount of the file."""
     done = subprocess.run(["srun", "-p", "multi", "-w", "n1", f"--container-image={work.sqsh}",  # noqa: S607
                            "cat", "/proc/mounts"], env={**os.environ, **cluster.env}, capture_output=True, text=True,
                           timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     assert [line.split()[2] for line in done.stdout.splitlines() if line.split()[1] == "/"] == ["overlay"], done.stdout
-    assert cluster.containers() == NOTHING  # nothing unpacked
+    assert cluster.containers() == {"n1": [], "n2": []}  # nothing unpacked
 
 
-def test_a_sqsh_by_absolute_path(cluster: Cluster, work: WorkImage, tmp_path: Path) -> None:
-    job = launch(cluster, tmp_path, "-N", "2", "--image", str(work.sqsh), "--", "report")
-    assert job.rc == 0, job.text
-    ran_everywhere(job, work, cwd=str(tmp_path))
-    assert cluster.containers() == NOTHING and "ckit: warning" not in job.text
+def test_a_sqsh_by_absolute_path(cluster: jobs.Cluster, work: jobs.WorkImage, tmp_path: Path) -> None:
+    jobs.ran_clean(cluster, work, tmp_path, "--image", str(work.sqsh))
 
 
-def test_a_sqsh_by_relative_path(cluster: Cluster, work: WorkImage, tmp_path: Path) -> None:
+def test_a_sqsh_by_relative_path(cluster: jobs.Cluster, work: jobs.WorkImage, tmp_path: Path) -> None:
     os.link(work.sqsh, tmp_path / "work.sqsh")
-    job = launch(cluster, tmp_path, "-N", "2", "--image", "work.sqsh", "--workdir", WORKDIR, "--", "report")
-    assert job.rc == 0, job.text
-    ran_everywhere(job, work, cwd=WORKDIR)
-    assert cluster.containers() == NOTHING
+    jobs.ran_clean(cluster, work, tmp_path, "--image", "work.sqsh", "--workdir", jobs.WORKDIR, cwd=jobs.WORKDIR)
 
 
-def test_a_registry_reference_ckit_pushed(cluster: Cluster, work: WorkImage, tmp_path: Path) -> None:
-    job = launch(cluster, tmp_path, "-N", "2", "--image", work.ref, "--", "report", export_none=True)
-    assert job.rc == 0, job.text
-    ran_everywhere(job, work, cwd=str(tmp_path))
-    assert cluster.containers() == NOTHING
+def test_a_registry_reference_ckit_pushed(cluster: jobs.Cluster, work: jobs.WorkImage, tmp_path: Path) -> None:
+    jobs.ran_clean(cluster, work, tmp_path, "--image", work.ref, export_none=True)
 
 
-def test_a_named_container_is_unpacked_even_so(cluster: Cluster, work: WorkImage, tmp_path: Path) -> None:
+def test_a_named_container_is_unpacked_even_so(cluster: jobs.Cluster, work: jobs.WorkImage, tmp_path: Path) -> None:
     """What squashfuse does not change for ckit's jobs: a kept (named) container is a real one on each node."""
     try:
-        job = launch(cluster, tmp_path, "-N", "2", "--image", str(work.sqsh), "--keep-container", "--", "report")
+        job = jobs.launch(cluster, tmp_path, "-N", "2", "--image", str(work.sqsh), "--keep-container", "--", "report")
         assert job.rc == 0, job.text
         assert [len(names) for names in cluster.containers().values()] == [1, 1]
     finally:
