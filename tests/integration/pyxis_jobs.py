@@ -219,8 +219,9 @@ def work_image(debian_image: str, registry_host: str, folder: Path) -> Iterator[
     from tests.infra.containers import remove_images
 
     name = uuid.uuid4().hex[:8]
-    tag = build_work_image(debian_image, name, folder)
+    tag = f"localhost/ckit-pyxis-work:{name}"
     try:
+        assert build_work_image(debian_image, name, folder) == tag
         sqsh = folder / "work.sqsh"
         made = ckit("convert", f"docker-daemon:{tag}", "--to", "sqsh", "-o", str(sqsh))
         assert made.returncode == 0, made.stderr
