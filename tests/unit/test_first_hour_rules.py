@@ -66,7 +66,7 @@ def test_the_readme_first_recipe_resolves(tmp_path: Path) -> None:
     runs = [c for s in recipe.steps if isinstance(s, Run) for c in s.commands]
     assert "python3 -m venv /opt/venv" in runs
     assert "python3 -m pip install --no-cache-dir tabulate==0.9.0" in runs
-    assert ("PATH", "/opt/venv/bin:$PATH") in recipe.env and recipe.entrypoint == ("python", "/workspace/app/main.py")
+    assert ("PATH", "/opt/venv/bin:/opt/ckit-demo:$PATH") in recipe.env and recipe.entrypoint == ("python", "/workspace/app/main.py")
     assert recipe.cmd == ()
 
 
