@@ -39,9 +39,11 @@ STEPS: dict[type[Any], Callable[[Any], list[str]]] = {Run: _run, Env: _env, Copy
 
 
 def render(recipe: ResolvedRecipe, *, base_override: str | None = None) -> str:
+    """The steps in the recipe's order, then what describes the image: ENTRYPOINT/CMD and, last, the labels.
+    The engine caches a step only as long as every instruction before it is unchanged, and the labels change
+    with every edit (the fingerprint covers the copied files): after FROM they made an edit rebuild it all."""
     out = header(recipe, "Dockerfile")
-    out += ["", f"FROM {base_override or recipe.base_image}", ""]
-    out.append("LABEL " + _continued([f"{k}={_label_value(v)}" for k, v in recipe.labels]))
+    out += ["", f"FROM {base_override or recipe.base_image}"]
     for step in recipe.steps:
         out.append("")
         out += step_writer(STEPS, step, "Dockerfile")(step)
@@ -51,4 +53,5 @@ def render(recipe: ResolvedRecipe, *, base_override: str | None = None) -> str:
         out.append(f"ENTRYPOINT {json.dumps(list(recipe.entrypoint))}")
     if recipe.cmd is not None:
         out.append(f"CMD {json.dumps(list(recipe.cmd))}")
+    out += ["", "LABEL " + _continued([f"{k}={_label_value(v)}" for k, v in recipe.labels])]
     return "\n".join(out) + "\n"
