@@ -130,7 +130,8 @@ class DockerEngine:
         try:
             stream: Iterator[Mapping[str, Any]] = self.client.api.build(
                 fileobj=io.BytesIO(context_tar(list(request.context))), custom_context=True, tag=request.tag, decode=True,
-                rm=True, forcerm=True, labels={**request.labels, BUILD_KEY_LABEL: request.key}, timeout=None)
+                rm=True, forcerm=True, labels={**request.labels, BUILD_KEY_LABEL: request.key}, timeout=None,
+                nocache=request.no_cache, pull=request.pull)
             result = follow_build_stream(stream, listener)
         except docker.errors.APIError as err:
             raise BuildError(f"the engine refused the build of {request.tag}: {err.explanation or err}",
