@@ -81,7 +81,7 @@ def test_failing_step_exits_1_naming_the_step_with_the_log(podman: Any, debian_i
     failing = "shell.commands=echo about to fail,echo libfoo missing >&2,exit 7"
     code, out, err = ckit(capsys, "build", "demo", "--set", failing, "--tag", tag)
     assert (code, out) == (1, "")
-    step = "step 5/8 (RUN echo about to fail && echo libfoo missing >&2 && exit 7)"
+    step = "step 4/8 (RUN echo about to fail && echo libfoo missing >&2 && exit 7)"
     assert f"ckit: error: build failed at {step}: building at STEP" in err
     assert "exit status 7" in err
     # not on a terminal the log lines were the progress: the error names the step and shows them no second time
