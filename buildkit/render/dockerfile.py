@@ -38,20 +38,30 @@ def _copy(step: Copy) -> list[str]:
 STEPS: dict[type[Any], Callable[[Any], list[str]]] = {Run: _run, Env: _env, Copy: _copy}
 
 
+def _command(recipe: ResolvedRecipe) -> list[str]:
+    lines = []
+    if recipe.entrypoint is not None:
+        lines.append(f"ENTRYPOINT {json.dumps(list(recipe.entrypoint))}")
+    if recipe.cmd is not None:
+        lines.append(f"CMD {json.dumps(list(recipe.cmd))}")
+    return lines
+
+
 def render(recipe: ResolvedRecipe, *, base_override: str | None = None) -> str:
-    """The steps in the recipe's order, then what describes the image: ENTRYPOINT/CMD and, last, the labels.
-    The engine caches a step only as long as every instruction before it is unchanged, and the labels change
-    with every edit (the fingerprint covers the copied files): after FROM they made an edit rebuild it all."""
+    """The steps in the recipe's order; ENTRYPOINT/CMD after the last RUN step; the labels last.
+
+    The engine re-runs a step when it or any instruction before it changed, so what changes most goes last where
+    its place means nothing: the labels change with every edit (the fingerprint covers the copied files; after
+    FROM they made an edit rebuild it all), and no build step reads ENTRYPOINT or CMD, so they sit where editing
+    them re-runs no command and editing the files copied after the last RUN step does not write them again."""
+    steps = [step_writer(STEPS, step, "Dockerfile")(step) for step in recipe.steps]
+    last_run = max((n for n, step in enumerate(recipe.steps) if isinstance(step, Run)), default=-1)
+    command = _command(recipe)
+    if command:
+        steps.insert(last_run + 1, command)
     out = header(recipe, "Dockerfile")
     out += ["", f"FROM {base_override or recipe.base_image}"]
-    for step in recipe.steps:
-        out.append("")
-        out += step_writer(STEPS, step, "Dockerfile")(step)
-    if recipe.entrypoint is not None or recipe.cmd is not None:
-        out.append("")
-    if recipe.entrypoint is not None:
-        out.append(f"ENTRYPOINT {json.dumps(list(recipe.entrypoint))}")
-    if recipe.cmd is not None:
-        out.append(f"CMD {json.dumps(list(recipe.cmd))}")
+    for lines in steps:
+        out += ["", *lines]
     out += ["", "LABEL " + _continued([f"{k}={_label_value(v)}" for k, v in recipe.labels])]
     return "\n".join(out) + "\n"

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from buildkit.recipe.catalog import Catalog
+from buildkit.recipe.model import Run
 from buildkit.render import dockerfile, singularity
 from tests.unit.test_first_hour_rules import write_readme_project
 
@@ -230,3 +232,20 @@ def test_apt_leaves_no_package_archives_in_the_layer(renderer, tmp_path) -> None
     text = renderer.render(Catalog.from_dirs([tmp_path]).resolve("a"))
     install = text.index("apt-get install -y --no-install-recommends less")
     assert install < text.index("apt-get clean", install) < text.index("rm -rf /var/lib/apt/lists/*", install)
+
+
+def _instructions(text: str) -> list[str]:
+    return [line.split()[0] for line in text.replace(" \\\n    ", " ").splitlines()
+            if line and not line.startswith(("#", " "))]
+
+
+def test_what_changes_most_comes_last_in_the_dockerfile(tmp_path: Path) -> None:
+    """The steps in the recipe's order; ENTRYPOINT/CMD after the last RUN, before the code copied after it; the
+    labels (whose fingerprint changes with any copied file) last. The .def keeps the same steps in %post."""
+    recipe = Catalog.from_dirs([write_readme_project(tmp_path)]).resolve("myapp")
+    text = dockerfile.render(recipe)
+    assert _instructions(text) == ["FROM", "ENV", "COPY", "RUN", "RUN", "RUN", "ENV", "RUN", "ENTRYPOINT", "CMD",
+                                   "COPY", "LABEL"]
+    assert 'CMD []\n\nCOPY ["files/2-app", "/workspace/app"]\n\nLABEL io.ckit.stack="myapp"' in text
+    no_run = replace(recipe, steps=tuple(s for s in recipe.steps if not isinstance(s, Run)))
+    assert _instructions(dockerfile.render(no_run))[:4] == ["FROM", "ENTRYPOINT", "CMD", "ENV"]
