@@ -9,8 +9,10 @@ A meter can outlive its work: it is a callback handed to code that may still run
 opened it ended (a layer whose data the squashfs writer needs after the reading phase is read then, through
 the reading's callback). So the contract is that a meter never fails: once its block has ended, every call is
 accepted and dropped. Reporters get that from :func:`scoped` rather than each guarding its own calls: the
-drawing meter is reached only while the block lasts, and the end waits for a report in flight. The rich implementation lives in :mod:`buildkit.commands.progress_bars`, so nothing below
-the CLI depends on how (or whether) progress is drawn.
+drawing meter is reached only while the block lasts, and the end waits for a report in flight.
+
+The rich implementation lives in :mod:`buildkit.commands.progress_bars`, so nothing below the CLI depends on how
+(or whether) progress is drawn.
 """
 
 from __future__ import annotations
