@@ -11,12 +11,13 @@ import io
 import re
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..daemon import START_HINT, Daemon, EngineAPIError, connect, short_error
 from ..errors import BuildError, ConfigError
-from ..render.context import context_tar
+from ..render.context import ContextFile, context_tar
+from ..render.dockerfile import add_labels
 from .base import (
     BUILD_KEY_LABEL,
     Availability,
@@ -128,10 +129,10 @@ class DockerEngine:
 
         started = time.monotonic()
         try:
+            context, labels = labelled(request)
             stream: Iterator[Mapping[str, Any]] = self.client.api.build(
-                fileobj=io.BytesIO(context_tar(list(request.context))), custom_context=True, tag=request.tag, decode=True,
-                rm=True, forcerm=True, labels={**request.labels, BUILD_KEY_LABEL: request.key}, timeout=None,
-                nocache=request.no_cache, pull=request.pull)
+                fileobj=io.BytesIO(context_tar(context)), custom_context=True, tag=request.tag, decode=True,
+                rm=True, forcerm=True, labels=labels, timeout=None, nocache=request.no_cache, pull=request.pull)
             result = follow_build_stream(stream, listener)
         except docker.errors.APIError as err:
             raise BuildError(f"the engine refused the build of {request.tag}: {err.explanation or err}",
@@ -144,6 +145,21 @@ class DockerEngine:
             raise build_failure(f"the engine reported success but has no image {request.tag}", None, result.log)
         return BuiltImage(self.name, request.tag, result.image_id or image["Id"], time.monotonic() - started, False,
                           "\n".join(result.log), size=image.get("Size"), inspected=image)
+
+
+def labelled(request: BuildRequest) -> tuple[list[ContextFile], dict[str, str]]:
+    """The context to send and the labels to pass beside it: the request's labels and its build key go into the
+    Dockerfile's closing LABEL when it has one (one step; podman makes each label passed beside it a step of its
+    own, run again on every edit), else beside it."""
+    labels = {**request.labels, BUILD_KEY_LABEL: request.key}
+    context = list(request.context)
+    for n, item in enumerate(context):
+        if item.path == "Dockerfile":
+            text = add_labels(item.data.decode(), labels)
+            if text is not None:
+                context[n] = replace(item, data=text.encode())
+                return context, {}
+    return context, labels
 
 
 def labels_of(image: Mapping[str, Any]) -> Mapping[str, str]:

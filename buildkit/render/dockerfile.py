@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..recipe.model import Copy, Env, ResolvedRecipe, Run
@@ -65,3 +65,14 @@ def render(recipe: ResolvedRecipe, *, base_override: str | None = None) -> str:
         out += ["", *lines]
     out += ["", "LABEL " + _continued([f"{k}={_label_value(v)}" for k, v in recipe.labels])]
     return "\n".join(out) + "\n"
+
+
+def add_labels(text: str, labels: Mapping[str, str]) -> str | None:
+    """The Dockerfile ``text`` with ``labels`` added to its last instruction when that is a LABEL (as :func:`render`
+    ends), else None. An engine given labels apart from the Dockerfile makes each a step of its own: added here,
+    the labels a build adds (its build key) cost no step after an edit."""
+    lines = text.rstrip("\n").split("\n")
+    last = next((line for line in reversed(lines) if line.strip() and not line.startswith((INDENT, "#"))), "")
+    if not last.startswith("LABEL "):
+        return None
+    return "\n".join(lines) + "".join(f" \\\n{INDENT}{k}={_label_value(v)}" for k, v in labels.items()) + "\n"

@@ -28,7 +28,7 @@ from tests.infra import components
 
 REPO = Path(__file__).resolve().parents[2]
 CKIT = [sys.executable, "-m", "buildkit.cli"]
-TRIALS = 5
+TRIALS = 7
 BASE = "localhost/ckit-bench/debian:bookworm"
 TAG = "localhost/ckit-bench/myapp:rebuild"  # kept: the next run finds the apt and pip steps in the engine's cache
 
@@ -72,21 +72,22 @@ def run() -> list[BenchResult]:
         env = {**os.environ, **env, "CKIT_CACHE_DIR": str(Path(tmp) / "cache")}
         project = write_readme_project(Path(tmp))
         first, _, _ = _build(project, env)  # the engine has the recipe's layers now (from a cache, or built)
-        cached = [_build(project, env) for _ in range(TRIALS)]
-        rebuilt = []
-        for n in range(TRIALS):
+        cached, rebuilt = [], []
+        for n in range(TRIALS):  # in pairs, so that both see the same load on a shared machine
+            cached.append(_build(project, env))
             main = project / "app/main.py"
             main.write_text(main.read_text() + f"print({n}, {time.time_ns()})\n")  # one line, new to the engine
             rebuilt.append(_build(project, env))
     assert all(summary["artifacts"][0]["cache_hit"] for _, summary, _ in cached), "a cached build built"
     assert not any(summary["artifacts"][0]["cache_hit"] for _, summary, _ in rebuilt), "a rebuild was a cache hit"
     hit, again = statistics.median(s for s, _, _ in cached), statistics.median(s for s, _, _ in rebuilt)
+    ratio = statistics.median(r[0] / c[0] for r, c in zip(rebuilt, cached, strict=True))
     steps = rebuilt[-1][2]
     ran = [text.split()[0] for text, ran in steps if ran]
-    detail = (f"median of {TRIALS}: rebuild {again:.2f} s, cached {hit:.2f} s; the engine ran {len(ran)} of "
-              f"{len(steps)} steps ({' '.join(ran)}); first build of the run {first:.1f} s")
+    detail = (f"median of {TRIALS} pairs; rebuild {again:.2f} s, cached {hit:.2f} s (medians); the engine ran "
+              f"{len(ran)} of {len(steps)} steps ({' '.join(ran)}); first build of the run {first:.1f} s")
     return [
-        BenchResult("rebuild after a one-line code change / cached build", again / hit, "x", "<= 3", detail),
+        BenchResult("rebuild after a one-line code change / cached build", ratio, "x", "<= 3", detail),
         BenchResult("rebuild after a one-line code change (README recipe)", again, "s", "",
                     "whole `ckit build` command, Python start included"),
         BenchResult("steps the engine ran in that rebuild", len(ran), "", "", " ".join(ran)),
