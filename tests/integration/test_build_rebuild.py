@@ -16,7 +16,7 @@ import pytest
 
 from buildkit.engine.base import BuildEvent
 from buildkit.orchestration import build as builder
-from tests.infra.containers import run_container
+from tests.infra.containers import remove_replaced, run_container
 
 RECIPE = """\
 kind: stack
@@ -58,20 +58,33 @@ class Steps:
         return [text for text, ran in self.steps if ran and not text.startswith("FROM ")]
 
 
-def build(project: Path, tag: str, **flags: Any) -> tuple[Steps, builder.BuildResult]:
-    prepared = builder.prepare("myapp", tag=tag, recipes_dirs=[project], **flags)
-    steps = Steps()
-    result = builder.execute(prepared.plan, prepared.engine, prepared.context, steps, cached=prepared.cached)
-    return steps, result
+Build = Callable[..., tuple[Steps, builder.BuildResult]]
 
 
 @pytest.fixture
-def tag(podman_tags: Callable[[str], str]) -> Iterator[str]:
-    yield podman_tags(f"localhost/ckit-test/rebuild:{uuid.uuid4().hex[:12]}")
+def build(podman: Any) -> Iterator[Build]:
+    """``build(project, tag, **flags)``: ``ckit build myapp`` through the library, with the engine's steps. The
+    images a later build replaced under the tag go at the end (their code is the test's own: by ID)."""
+    made: list[str] = []
+
+    def run(project: Path, tag: str, **flags: Any) -> tuple[Steps, builder.BuildResult]:
+        prepared = builder.prepare("myapp", tag=tag, recipes_dirs=[project], **flags)
+        steps = Steps()
+        result = builder.execute(prepared.plan, prepared.engine, prepared.context, steps, cached=prepared.cached)
+        made.append(str(result.artifacts[0].digest))
+        return steps, result
+
+    yield run
+    remove_replaced(docker.from_env(), made)
 
 
-def test_a_one_line_code_change_reruns_only_the_steps_from_the_code_on(podman: Any, debian_image: str,
-                                                                       project: Path, tag: str) -> None:
+@pytest.fixture
+def tag(podman_tags: Callable[[str], str]) -> str:
+    return podman_tags(f"localhost/ckit-test/rebuild:{uuid.uuid4().hex[:12]}")
+
+
+def test_a_one_line_code_change_reruns_only_the_steps_from_the_code_on(debian_image: str, project: Path, tag: str,
+                                                                       build: Build) -> None:
     build(project, tag)
     main = project / "app/main.py"
     main.write_text(main.read_text() + 'print("one line more")\n')
@@ -92,16 +105,16 @@ def test_a_one_line_code_change_reruns_only_the_steps_from_the_code_on(podman: A
     assert third.steps == [] and result.artifacts[0].cache_hit
 
 
-def test_no_cache_reruns_every_step_even_for_a_build_key_the_engine_has(podman: Any, debian_image: str,
-                                                                         project: Path, tag: str) -> None:
+def test_no_cache_reruns_every_step_even_for_a_build_key_the_engine_has(debian_image: str, project: Path, tag: str,
+                                                                         build: Build) -> None:
     first, _ = build(project, tag)
     again, result = build(project, tag, no_cache=True)
     assert not result.artifacts[0].cache_hit
     assert len(again.ran) == len(again.steps) - 1 == len(first.steps) - 1  # all but FROM
 
 
-def test_pull_builds_on_the_base_the_registry_has_now(podman: Any, debian_image: str, registry: Any, project: Path,
-                                                      tag: str, podman_tags: Callable[[str], str]) -> None:
+def test_pull_builds_on_the_base_the_registry_has_now(debian_image: str, registry: Any, project: Path, tag: str,
+                                                      podman_tags: Callable[[str], str], build: Build) -> None:
     client = docker.from_env()
     namespace = f"{registry.host}/ckit-test-pull-{uuid.uuid4().hex[:8]}"
     base = podman_tags(f"{namespace}/debian:bookworm")
