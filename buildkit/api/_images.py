@@ -20,17 +20,18 @@ if TYPE_CHECKING:
 
 def _prepare(stack: str, *, engine: str, to: str | None, sets: Sequence[str], ngc: str | None,
              output: str | Path, tag: str | None, lock_file: str | Path | None, dry_run: bool,
-             recipes: Folders) -> Prepared:
+             recipes: Folders, no_cache: bool = False, pull: bool = False) -> Prepared:
     from ..orchestration import build as builder
 
     return builder.prepare(stack, sets=list(sets), ngc=ngc, engine_name=engine, to=to, output_dir=Path(output),
                            tag=tag, lock_file=Path(lock_file) if lock_file is not None else None, dry_run=dry_run,
-                           recipes_dirs=folders(recipes))
+                           recipes_dirs=folders(recipes), no_cache=no_cache, pull=pull)
 
 
 def plan_build(stack: str, *, engine: str = "auto", to: str | None = None, sets: Sequence[str] = (),
                ngc: str | None = None, output: str | Path = ".", tag: str | None = None,
-               lock_file: str | Path | None = None, recipes: Folders = ()) -> BuildPlan:
+               lock_file: str | Path | None = None, no_cache: bool = False, pull: bool = False,
+               recipes: Folders = ()) -> BuildPlan:
     """What :func:`build` would do (``ckit build --dry-run``): needs no engine.
 
     :param stack: a stack name (``ckit recipes`` lists them).
@@ -41,15 +42,19 @@ def plan_build(stack: str, *, engine: str = "auto", to: str | None = None, sets:
     :param output: the folder for ``.sif``/``.sqsh`` files.
     :param tag: the image tag (default ``localhost/ckit/STACK:FINGERPRINT12``).
     :param lock_file: build FROM the base digest pinned in this lock file (``--locked --lock-file``).
+    :param no_cache: run every step again (the engine's ``--no-cache``), even if an image of the same build key
+        exists.
+    :param pull: pull the base image again (the engine's ``--pull``).
     :param recipes: user recipe folders over the built-ins (``--recipes``).
     """
     return _prepare(stack, engine=engine, to=to, sets=sets, ngc=ngc, output=output, tag=tag, lock_file=lock_file,
-                    dry_run=True, recipes=recipes).plan
+                    dry_run=True, recipes=recipes, no_cache=no_cache, pull=pull).plan
 
 
 def build(stack: str, *, engine: str = "auto", to: str | None = None, sets: Sequence[str] = (),
           ngc: str | None = None, output: str | Path = ".", tag: str | None = None,
-          lock_file: str | Path | None = None, site: str | Site | None = None, recipes: Folders = (),
+          lock_file: str | Path | None = None, no_cache: bool = False, pull: bool = False,
+          site: str | Site | None = None, recipes: Folders = (),
           sites: Folders = (), progress: Reporter | None = None, on_log: Log | None = None,
           on_phase: Log = quiet) -> BuildResult:
     """Build ``stack`` with an engine, then convert it to ``.sif``/``.sqsh`` (``ckit build``).
@@ -71,7 +76,7 @@ def build(stack: str, *, engine: str = "auto", to: str | None = None, sets: Sequ
 
     profile = site_profile(site, sites)
     prepared = _prepare(stack, engine=engine, to=to, sets=sets, ngc=ngc, output=output, tag=tag,
-                        lock_file=lock_file, dry_run=False, recipes=recipes)
+                        lock_file=lock_file, dry_run=False, recipes=recipes, no_cache=no_cache, pull=pull)
     on_phase(f"engine: {prepared.plan.engine_reason}")
     line: Callable[[BuildEvent], None] = (lambda event: on_log(event.line)) if on_log else (lambda event: None)
     try:

@@ -58,6 +58,25 @@ def image_facts(value: str | None) -> ImageFacts:
         return ImageFacts()  # not a squashfs image ckit can read: the runtime judges it
 
 
+def local_image(value: str | None) -> str | None:
+    """``image`` as the job names it: a relative file path becomes the absolute path of that file here, since
+    the tasks may start in another folder and Pyxis takes ``images/x.sqsh`` for a registry image (a file is only
+    what starts with / or .). A relative path that names no file is refused: it can only be a typo."""
+    import os
+
+    from ..launch.plan import names_a_file
+
+    if value is None or not names_a_file(value) or value.startswith(("/", "~")):
+        return value
+    path = Path(os.path.abspath(value))
+    if not path.is_file():
+        what = "is not a file" if path.exists() else "does not exist"
+        raise ConfigError(f"--image {value}: {path} {what}",
+                          hint=f"give the path of an image file (ls {path.parent}), a registry reference such as "
+                               "nvcr.io/nvidia/pytorch:24.06-py3, or a stack staged with ckit stage")
+    return str(path)
+
+
 def scheduler_of(plan: LaunchPlan) -> SchedulerBackend:
     from ..launch import schedulers
 
@@ -65,7 +84,8 @@ def scheduler_of(plan: LaunchPlan) -> SchedulerBackend:
 
 
 def plan_launch(site: str | Site, request: LaunchRequest, *, sites: Folders = ()) -> LaunchPlan:
-    """Resolve the site's defaults and check ``request`` against its rules; nothing is written.
+    """Resolve the site's defaults and check ``request`` against its rules; nothing is written. A relative
+    image path is taken from the current folder (refused when it names no file).
 
     :param site: a site name (``ckit sites``) or a loaded profile.
     :param request: the job: command, image, framework, resources (one field per ``ckit launch`` flag).
@@ -75,6 +95,7 @@ def plan_launch(site: str | Site, request: LaunchRequest, *, sites: Folders = ()
     """
     from ..launch.plan import plan_launch as plan
 
+    request = replace(request, image=local_image(request.image))
     return plan(required_site(site, sites), request, image_facts(request.image))
 
 

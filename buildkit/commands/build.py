@@ -31,6 +31,10 @@ def build(
                                                   "Singularity/Apptainer version reads.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; build nothing (no engine needed).")
                        ] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Run every step again (the engine's --no-cache), "
+                                           "even if an image of the same build key exists.")] = False,
+    pull: Annotated[bool, typer.Option("--pull", help="Pull the base image again (the engine's --pull), even if "
+                                       "an image of the same build key exists.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Build STACK with Docker/podman or apptainer, then convert it to .sif and .sqsh."""
@@ -39,13 +43,15 @@ def build(
     locked_by = lock_file if locked else None
     if dry_run:
         emit_plan(api.plan_build(stack, engine=engine, to=to, sets=sets or [], ngc=ngc, output=output, tag=tag,
-                                    lock_file=locked_by, recipes=SETTINGS.recipes_dirs), as_json)
+                                    lock_file=locked_by, no_cache=no_cache, pull=pull,
+                                    recipes=SETTINGS.recipes_dirs), as_json)
         return
     with progress() as reporter:
         # On a terminal the bar stands for the log; elsewhere (CI, a pipe) the log lines are the progress.
         show_lines = SETTINGS.debug or not reporter.drawing
         result = api.build(stack, engine=engine, to=to, sets=sets or [], ngc=ngc, output=output, tag=tag,
-                              lock_file=locked_by, site=site, recipes=SETTINGS.recipes_dirs,
+                              lock_file=locked_by, no_cache=no_cache, pull=pull, site=site,
+                              recipes=SETTINGS.recipes_dirs,
                               sites=SETTINGS.sites_dirs, progress=reporter,
                               on_log=info if show_lines and not SETTINGS.quiet else None, on_phase=info)
     if as_json:

@@ -1,5 +1,8 @@
 """Ray: head on the first node, workers on the others, wait until all nodes joined, run the driver, stop.
 
+The steps on the head's node after the head start once the head's port answers there (the batch shell runs on
+that node): in Pyxis they then share the head's container, whose /tmp holds Ray's sockets.
+
 The head's port derives from the job id (20000-29999: above Ray's worker ports 10002-19999, below the
 ephemeral range), so two Ray jobs sharing a node do not collide. The wait gives up (and the job fails) when
 the head does not answer within a minute or not every node joined within five.
@@ -30,6 +33,15 @@ WAIT = ("import os, socket, sys, time\n"
         "    time.sleep(1)\n"
         "sys.exit('ray: not all nodes joined within 300 s')\n")
 RAY_PORT = "$((20000 + SLURM_JOB_ID % 10000))"
+# The batch shell runs on the head's node: the steps that talk to the head start once it answers there. A Pyxis
+# step joins a named container's namespaces (and its /tmp, which holds Ray's sockets) only while the container
+# runs; started earlier, the driver got a container of its own and Ray's client found no raylet socket.
+HEAD_UP = (
+    "for _ in $(seq 60); do  # the head's port, from this node",
+    '  if (exec 3<>"/dev/tcp/${RAY_HEAD_IP}/${RAY_PORT}") 2>/dev/null; then break; fi',
+    "  sleep 1",
+    "done",
+)
 
 
 class Ray(FrameworkBackend):
@@ -60,6 +72,7 @@ class Ray(FrameworkBackend):
             f"  {workers} &",
             '  ckit_ray_pids="${ckit_ray_pids} $!"',
             "fi",
+            *HEAD_UP,
             steps.srun(plan, names, ["python3", "-c", q(WAIT), '"${SLURM_JOB_NUM_NODES}"'],
                        options=[*one, "--time=7"]),
             "ckit_rc=0",
