@@ -38,9 +38,10 @@ def test_seed000_twnia2_same_resources_runtime_and_env():
                                     "--ntasks-per-node=8", "--cpus-per-task=4", "--gres=gpu:8", "--time=00:10:00"]
     assert "module purge\nmodule load singularity\n" in script
     assert "export TF_ENABLE_AUTO_MIXED_PRECISION='1'" in script and "export NCCL_DEBUG='INFO'" in script
-    # exec, not run: the SIF's runscript would re-evaluate the arguments; no --mpi (the guide shows none)
-    assert 'srun --kill-on-bad-exit=1 --export=ALL singularity exec --nv "${CKIT_IMAGE}" python pytorch_synthetic_benchmark.py ' \
-           "--batch-size 256" in script
+    # exec, not run: the SIF's runscript would re-evaluate the arguments; the ENTRYPOINT that run starts is
+    # started by the task itself (ckit_start); no --mpi (the guide shows none)
+    assert 'srun --kill-on-bad-exit=1 --export=ALL singularity exec --nv "${CKIT_IMAGE}" /bin/sh -c "${ckit_start}" ' \
+           "ckit-start python pytorch_synthetic_benchmark.py --batch-size 256" in script
     assert "export CKIT_IMAGE=/work/TWCC_cntr/pytorch_20.09-py3_horovod.sif" in script
 
 
@@ -192,9 +193,9 @@ def test_nccl_report_rejects_other_text():
 
 
 def test_combinations_ckit_cannot_run_are_refused():
-    with pytest.raises(ConfigError, match="horovodrun cannot start pyxis"):
+    with pytest.raises(ConfigError, match="cannot start containers on the other 1 node"):
         plan_launch(load_site("oci"), LaunchRequest(command=("x",), image="nvcr.io/a/b:1", framework="horovod",
-                                                    launcher="horovodrun"))
+                                                    launcher="horovodrun", nodes=2))
     with pytest.raises(ConfigError, match="legacy"):
         render_dlws(plan_launch(load_site("apulis"), LaunchRequest(command=("x",), image="a/b:1",
                                                                    framework="mindspore", rank_table="v1")))
