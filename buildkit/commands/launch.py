@@ -130,6 +130,8 @@ def launch(
     scheduler = schedulers.REGISTRY.get(plan.site.scheduler, "site scheduler")
     how = schedulers.Execution(dry_run=dry_run, submit=do_submit, wait=wait, script=script)
     result = scheduler.execute(plan, scheduler.render(plan), how)
+    for message in result.warnings[len(plan.warnings):]:
+        warn(message)
     _report(result, as_json)
     if result.exit_code:
         raise typer.Exit(result.exit_code)

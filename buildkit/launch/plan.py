@@ -219,7 +219,7 @@ def _check_request(req: LaunchRequest) -> None:
             raise ConfigError(f"--env {key!r}: not a variable name", hint="use letters, digits and _ (K=V)")
         words.parse(text, f"--env {key}")
     for index, arg in enumerate(req.command):
-        words.parse(arg, f"argument {index + 1} ({arg!r}) of the command")
+        words.parse(arg, f"argument {index + 1} of the command")
     for mount in req.mounts:
         parts = mount.split(":")
         if len(parts) not in (2, 3) or not all(_MOUNT_PATH.fullmatch(p) for p in parts[:2]) or \

@@ -55,8 +55,9 @@ def srun(plan: LaunchPlan, exports: Sequence[str], argv: Sequence[str], *, task_
          options: Sequence[str] = (), mpi: bool = False, tty: bool = False) -> str:
     """One ``srun`` line that runs ``words`` (already shell words) in every task of the step."""
     # --kill-on-bad-exit: a rank that fails ends the step; the others would otherwise wait in their first
-    # collective (or MPI's PMIx fence) until the time limit, burning the allocation
-    head = ["srun", *(["--pty"] if tty else ["--kill-on-bad-exit=1"]), "--export=ALL"]
+    # collective (or MPI's PMIx fence) until the time limit, burning the allocation. A terminal's step overlaps:
+    # the steps started from it (srun in an interactive allocation) would otherwise wait for its CPUs forever.
+    head = ["srun", *(["--pty", "--overlap"] if tty else ["--kill-on-bad-exit=1"]), "--export=ALL"]
     if mpi and plan.mpi_plugin:
         head.append(f"--mpi={plan.mpi_plugin}")
     head += list(options)
@@ -69,7 +70,7 @@ def srun(plan: LaunchPlan, exports: Sequence[str], argv: Sequence[str], *, task_
 def command_words(command: Sequence[str]) -> list[str]:
     """The command as shell words: as given when no argument names a variable; else a small ``sh -c`` that
     reads them where the program starts (after a launcher set RANK and the like) and execs it."""
-    parsed = [words.parse(arg, f"argument {i + 1} ({arg!r}) of the command") for i, arg in enumerate(command)]
+    parsed = [words.parse(arg, f"argument {i + 1} of the command") for i, arg in enumerate(command)]
     if not any(words.refs(p) for p in parsed):
         return [q(words.text_of(p)) for p in parsed]
     return ["sh", "-c", q("exec " + " ".join(words.sh_word(p) for p in parsed)), ARGS_ARGV0]

@@ -144,7 +144,7 @@ class Dlws(SchedulerBackend):
         if platform is None:
             raise ConfigError(f"{plan.site.name} is not a dlws site")
         assert plan.image is not None
-        argv = " ".join(platform_word(a, f"argument {i + 1} ({a!r}) of the command")
+        argv = " ".join(platform_word(a, f"argument {i + 1} of the command")
                         for i, a in enumerate(plan.command))
         per_node = plan.request.devices_per_node or max(plan.gpus_per_node, 1)
         files: tuple[tuple[str, str], ...] = ()

@@ -210,14 +210,20 @@ class Slurm(SchedulerBackend):
             return result
         if how.wait and not how.submit:
             raise ConfigError("--wait needs --submit", hint="add --submit")
+        if how.wait and plan.request.array:
+            raise ConfigError("--wait follows one job; --array submits one per index",
+                              hint="drop --wait and follow them with ckit jobs")
         submitting = bool(how.submit or (how.submit is None and which("sbatch")))
         violation = submit_from_violation(plan.site, how.cwd) if submitting else None
         if violation:  # refused before anything is written
             raise violation
-        if plan.request.fetch:
+        if plan.request.fetch and submitting:
             from ..fetch import fetch
 
             fetch(plan, how.cwd)
+        elif plan.request.fetch:
+            result.warnings += ("--fetch ran nothing: the job is only written (no sbatch here, or --no-submit); "
+                                "it runs when ckit submits the job (--submit)",)
         image = [Path(plan.request.image)] if plan.request.image else []  # the script never replaces the image
         path = write_script(job, how.script or how.cwd / f"{plan.name}.sbatch", inputs=image)
         result.script = str(path)
