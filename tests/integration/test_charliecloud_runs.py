@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from buildkit.cli import main
-from buildkit.launch.words import literal
 from buildkit.launch.submit import wait_for
+from buildkit.launch.words import literal
 from buildkit.process import run
 from tests.integration import hostile_images as H
 
