@@ -49,7 +49,9 @@ def image_facts(value: str | None) -> ImageFacts:
 @app.command(context_settings={"allow_interspersed_args": False})
 def launch(
     site: Annotated[str, Opt("--site", help="Site profile (ckit sites).")],
-    command: Annotated[list[str] | None, typer.Argument(metavar="-- COMMAND [ARGS…]", help="Program to run.")] = None,
+    command: Annotated[list[str] | None, typer.Argument(metavar="-- COMMAND [ARGS…]", help=(
+        "Program to run. Its words may name the job's variables ($NAME, ${NAME}: read per task where it starts; "
+        "$$ is a literal $); nothing else is evaluated."))] = None,
     image: Annotated[str | None, Opt("--image", metavar="REF|PATH|STACK", help="Image to run.")] = None,
     framework: Annotated[str, Opt("--framework", help=frameworks.REGISTRY.help() + ".")] = "none",
     launcher: Annotated[str | None, Opt("--launcher", help="; ".join(
@@ -68,7 +70,8 @@ def launch(
     account: Annotated[str | None, Opt("-A", "--account", help="Project account.")] = None,
     comment: Annotated[str | None, Opt("--comment", help="Job comment (neuron: the application).")] = None,
     name: Annotated[str, Opt("-J", "--job-name", "--name", help="Job name.")] = "ckit",
-    env: Annotated[Many, Opt("--env", metavar="K=V", help="Environment (repeatable).")] = None,
+    env: Annotated[Many, Opt("--env", metavar="K=V", help=(
+        "Environment (repeatable). V may name variables ($PATH, ${USER}: read per task; $$ is a literal $)."))] = None,
     mount: Annotated[Many, Opt("--mount", metavar="SRC:DST[:ro]", help="Bind mount (repeatable).")] = None,
     runtime: Annotated[str | None, Opt("--runtime", help=runtimes.REGISTRY.help()
                                        + " (default: the site's first).")] = None,

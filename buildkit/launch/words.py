@@ -111,8 +111,3 @@ def sh_word(parts: Sequence[Part], home: Callable[[tuple[Part, ...]], str] | Non
     out.append('"')
     return "".join(out)
 
-
-def check_all(plan_words: Sequence[tuple[str, str]]) -> None:
-    """Parse every ``(what, text)`` once, so that a bad word is exit 2 before anything is written."""
-    for what, text in plan_words:
-        parse(text, what)

@@ -170,8 +170,8 @@ def test_ray_has_the_variables_of_the_guides_scripts(slurm, frameworks, tmp_path
     """Seed 001's tune driver: ``ray.init(address='auto', _node_ip_address=os.environ["ip_head"].split(":")[0],
     _redis_password=os.environ["redis_password"])``."""
     rc, data = _launch(tmp_path, monkeypatch, capsys, "-p", "multi", "-N", "2", "--runtime", "none",
-                       "--venv", str(frameworks.path), "--framework", "ray", "--", "python", "ray_guide_check.py",
-                       program="ray_guide_check.py")
+                       "--venv", str(frameworks.path), "--framework", "ray", "--", "python", "ray_check.py", "--guide",
+                       program="ray_check.py")
     text = _log(tmp_path, data)
     assert rc == 0, text
     (result,) = _results(text)
