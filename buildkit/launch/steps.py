@@ -41,10 +41,25 @@ def runtime_of(plan: LaunchPlan) -> runtimes.RuntimeBackend:
     return runtimes.REGISTRY.get(plan.runtime.kind, "--runtime")
 
 
+class ArgsScript(list[str]):
+    """The command as ``sh -c 'set -- WORDS; exec "$@"' ckit-args``: its words name variables, read where it starts.
+    ``setter`` is the ``set -- WORDS; `` part, which the image's ENTRYPOINT step takes over (one shell, not two)."""
+
+    def __init__(self, setter: str) -> None:
+        super().__init__(["sh", "-c", q(setter + 'exec "$@"'), ARGS_ARGV0])
+        self.setter = setter
+
+
 def program(plan: LaunchPlan, exports: Sequence[str], argv: Sequence[str], task_script: str | None = None,
             tty: bool = False) -> list[str]:
-    """The runtime call plus the program; ``task_script`` (sh text using "$@") runs inside the container per task."""
+    """The runtime call plus the program; ``task_script`` (sh text using "$@") runs inside the container per task,
+    before the image's ENTRYPOINT (a runtime that runs it), which runs right before the program."""
     inner = list(argv)
+    entry = None if tty else runtime_of(plan).entry_word(plan)  # a terminal is a shell, as `singularity shell`
+    if entry and isinstance(argv, ArgsScript):
+        inner = ["/bin/sh", "-c", q(argv.setter) + entry, "ckit-entrypoint"]
+    elif entry:
+        inner = ["/bin/sh", "-c", entry, "ckit-entrypoint", *inner]
     prelude = env_prelude(plan)  # the --env values that name variables, before the framework's own per-task lines
     if task_script is not None or prelude:
         inner = ["sh", "-c", q(prelude + (task_script or 'exec "$@"')), TASK_ARGV0, *inner]
@@ -73,7 +88,7 @@ def command_words(command: Sequence[str]) -> list[str]:
     parsed = [words.parse(arg, f"argument {i + 1} of the command") for i, arg in enumerate(command)]
     if not any(words.refs(p) for p in parsed):
         return [q(words.text_of(p)) for p in parsed]
-    return ["sh", "-c", q("exec " + " ".join(words.sh_word(p) for p in parsed)), ARGS_ARGV0]
+    return ArgsScript("set -- " + " ".join(words.sh_word(p) for p in parsed) + "; ")
 
 
 def user_words(plan: LaunchPlan) -> list[str]:

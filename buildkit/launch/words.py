@@ -3,7 +3,7 @@
 One grammar for every value a user hands a job (``--env K=V``, the words after ``--``, a site's ``env``):
 
 * ``$NAME`` and ``${NAME}`` name a variable of the job (``$MASTER_ADDR``, ``${SLURM_PROCID}``, ``$PATH``); it is
-  read where the program starts, per task on the node (inside the container, after the image's entrypoint);
+  read where the program starts, per task on the node (inside the container: steps.py says when);
   an unset variable reads as nothing, as in the shell;
 * ``$$`` is a literal ``$`` (``'price$$5'`` reaches the program as ``price$5``), ``$~`` a literal ``~``;
   :func:`literal` writes any text so that it arrives as it is;

@@ -288,16 +288,17 @@ def _singularity_launch(sites: Path, singularity: Any, where: Path, monkeypatch:
 
 
 def test_the_entrypoint_runs_before_the_command(sites, singularity, entry_sif, tmp_path, monkeypatch, capsys):
-    """Seed 000 runs ``singularity run``: the image's ENTRYPOINT first; the arguments still reach the program as
-    written, and a --env value reads what the ENTRYPOINT set."""
+    """Seed 000 runs ``singularity run``: the image's ENTRYPOINT first (the program sees what it set); the
+    arguments still reach the program as written."""
     tmp_path.chmod(0o755)
     rc, data = _singularity_launch(sites, singularity, tmp_path, monkeypatch, capsys, "twnia2", "-N", "2",
-                                   "--image", str(entry_sif), "--env", "SEEN=$CKIT_ENTRYPOINT_RAN", "--",
-                                   "sh", "-c", 'echo "ENTRY $$0 [$$1] [$$SEEN]"', "$$(touch pwned) *", "a b")
+                                   "--image", str(entry_sif), "--framework", "ddp", "--",
+                                   "sh", "-c", 'echo "ENTRY $$0 [$$1] [$$CKIT_ENTRYPOINT_RAN] $$RANK"',
+                                   "$$(touch pwned) *", "a b")
     text = _log(tmp_path, data)
     assert rc == 0, text
     lines = sorted(line for line in text.splitlines() if line.startswith("ENTRY "))
-    assert lines == ["ENTRY $(touch pwned) * [a b] [yes, before sh]"] * 2, text
+    assert lines == [f"ENTRY $(touch pwned) * [a b] [yes, before sh] {rank}" for rank in (0, 1)], text
     assert not list(tmp_path.glob("pwned"))
 
 

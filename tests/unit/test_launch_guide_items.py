@@ -35,7 +35,7 @@ def test_horovodrun_runs_in_the_image_on_one_node():
     script = _script("twnia2", account="P", framework="horovod", launcher="horovodrun", image="/w/hvd.sif")
     last = script.rstrip().splitlines()[-1]
     assert last.startswith('srun --kill-on-bad-exit=1 --export=ALL --nodes=1 --ntasks=1 singularity exec --nv '
-                           '"${CKIT_IMAGE}" /bin/sh -c "${ckit_start}" ckit-start horovodrun -np')
+                           '"${CKIT_IMAGE}" /bin/sh -c "${ckit_entry}" ckit-entrypoint horovodrun -np')
     assert "-H localhost:8 python x.py" in last
     with pytest.raises(ConfigError, match="cannot start containers on the other 1 node") as err:
         _script("twnia2", account="P", framework="horovod", launcher="horovodrun", image="/w/hvd.sif", nodes=2)
@@ -98,7 +98,7 @@ def test_a_log_folder_named_after_the_job_id_is_refused():
 def test_array_and_dependencies_are_sbatch_options():
     script = _script("local", array="0-9%2", after=("12", "13_4"), command=("python", "x.py", "$SLURM_ARRAY_TASK_ID"))
     assert "#SBATCH --array=0-9%2\n#SBATCH --dependency=afterok:12:13_4\n" in script
-    assert script.rstrip().endswith("""sh -c 'exec python x.py "${SLURM_ARRAY_TASK_ID}"' ckit-args""")
+    assert script.rstrip().endswith("""sh -c 'set -- python x.py "${SLURM_ARRAY_TASK_ID}"; exec "$@"' ckit-args""")
     for bad in ({"array": "1-"}, {"after": ("x",)}, {"array": "1", "interactive": True}):
         with pytest.raises(ConfigError):
             _script("local", **bad)

@@ -39,9 +39,9 @@ def test_seed000_twnia2_same_resources_runtime_and_env():
     assert "module purge\nmodule load singularity\n" in script
     assert "export TF_ENABLE_AUTO_MIXED_PRECISION='1'" in script and "export NCCL_DEBUG='INFO'" in script
     # exec, not run: the SIF's runscript would re-evaluate the arguments; the ENTRYPOINT that run starts is
-    # started by the task itself (ckit_start); no --mpi (the guide shows none)
-    assert 'srun --kill-on-bad-exit=1 --export=ALL singularity exec --nv "${CKIT_IMAGE}" /bin/sh -c "${ckit_start}" ' \
-           "ckit-start python pytorch_synthetic_benchmark.py --batch-size 256" in script
+    # started by the task itself (ckit_entry); no --mpi (the guide shows none)
+    assert 'srun --kill-on-bad-exit=1 --export=ALL singularity exec --nv "${CKIT_IMAGE}" /bin/sh -c "${ckit_entry}" ' \
+           "ckit-entrypoint python pytorch_synthetic_benchmark.py --batch-size 256" in script
     assert "export CKIT_IMAGE=/work/TWCC_cntr/pytorch_20.09-py3_horovod.sif" in script
 
 
@@ -60,9 +60,9 @@ def test_seed001_neuron_ddp_and_tf_computed_from_slurm():
     assert 'export MASTER_ADDR="${ckit_nodes[0]}"' in ddp
     assert "RANK=\"${SLURM_PROCID}\" LOCAL_RANK=\"${SLURM_LOCALID}\"" in ddp
     # the guide's arguments, read per task after the glue set NODE_RANK
-    assert ddp.rstrip().endswith("""ckit-task sh -c 'exec python main.py -a config --dist-url "tcp://${MASTER_ADDR}:"""
+    assert ddp.rstrip().endswith("""ckit-task sh -c 'set -- python main.py -a config --dist-url "tcp://${MASTER_ADDR}:"""
                                  """${MASTER_PORT}" --dist-backend nccl --multiprocessing-distributed --world-size """
-                                 """"${SLURM_JOB_NUM_NODES}" --rank "${NODE_RANK}"' ckit-args""")
+                                 """"${SLURM_JOB_NUM_NODES}" --rank "${NODE_RANK}"; exec "$@"' ckit-args""")
     tf = _script("001-neuron-tf")
     assert "TF_CONFIG" in tf and "${SLURM_PROCID}" in tf and "ckit_i < 1" in tf and "--output=./out/%x.o%j" in tf
 

@@ -58,7 +58,7 @@ def test_a_command_without_variables_stays_as_written():
     assert command_words(["python", "x.py", "--lr", "0.1"]) == ["python", "x.py", "--lr", "0.1"]
     assert command_words(["echo", "$$HOME"]) == ["echo", "'$HOME'"]
     assert command_words(["python", "main.py", "--rank", "$NODE_RANK"]) == [
-        "sh", "-c", "'exec python main.py --rank \"${NODE_RANK}\"'", "ckit-args"]
+        "sh", "-c", "'set -- python main.py --rank \"${NODE_RANK}\"; exec \"$@\"'", "ckit-args"]
 
 
 def test_env_values_are_set_per_task_and_literal_ones_exported():

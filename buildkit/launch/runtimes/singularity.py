@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 
 WORKDIR_CHECK = ('cd "$1" 2>/dev/null || { echo "ckit: --workdir $1 is not a folder in the container (bind it '
-                 'with --mount, or make it in the image)" >&2; exit 2; }; shift; ')
+                 'with --mount, or make it in the image)" >&2; exit 2; }; shift; exec "$@"')
 # The image's ENTRYPOINT before the command, as `singularity run` starts it, without re-reading the arguments:
 # the runscript's OCI_ENTRYPOINT line holds it as double-quoted words (the image's own text, which `run` would
 # evaluate too); "$@" stays "$@".
@@ -60,19 +60,22 @@ class Singularity(RuntimeBackend):
             words += ["--bind", mount]
         if plan.request.workdir:
             words += ["--pwd", q(plan.request.workdir)]
-        return [*words, qv("CKIT_IMAGE"), *self.start(plan)]
+        if plan.request.workdir and self.checks_workdir:  # see the module's notes
+            return [*words, qv("CKIT_IMAGE"), "/bin/sh", "-c", '"${ckit_workdir}"', "ckit-workdir",
+                    q(plan.request.workdir)]
+        return [*words, qv("CKIT_IMAGE")]
 
     def setup(self, plan: LaunchPlan) -> tuple[str, ...]:
-        checks = bool(plan.request.workdir and self.checks_workdir)
-        return ("# In the container, each task: " + ("into --workdir (exit 2 when the container lacks it), "
-                                                     if checks else "") +
-                "the image's ENTRYPOINT (the runscript's OCI_ENTRYPOINT), then the command as given",
-                f"ckit_start={q((WORKDIR_CHECK if checks else '') + ENTRYPOINT)}")
+        lines: tuple[str, ...] = ("# Each program a task starts runs through the image's ENTRYPOINT (the runscript's OCI_ENTRYPOINT),",
+                 "# as `singularity run` starts it, with its arguments as given",
+                 f"ckit_entry={q(ENTRYPOINT)}")
+        if plan.request.workdir and self.checks_workdir:
+            lines += ("# Each task changes into --workdir itself: exit 2 when the container lacks it",
+                      f"ckit_workdir={q(WORKDIR_CHECK)}")
+        return lines
 
-    def start(self, plan: LaunchPlan) -> list[str]:
-        """The container's /bin/sh running ``ckit_start`` (setup) before the command."""
-        workdir = [q(plan.request.workdir)] if plan.request.workdir and self.checks_workdir else []
-        return ["/bin/sh", "-c", '"${ckit_start}"', "ckit-start", *workdir]
+    def entry_word(self, plan: LaunchPlan) -> str | None:
+        return '"${ckit_entry}"'
 
 
 class Apptainer(Singularity):
