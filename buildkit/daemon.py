@@ -3,10 +3,11 @@
 Below the engines and the image sources: the docker engine builds through it, a ``docker-daemon:`` source saves
 an image through it, and a push from an engine reads the image's ID through it.
 
-A local daemon (``unix://`` socket) is pinged and asked about images with the standard library's HTTP client;
-the docker SDK, whose import alone costs about 0.15 s of CPU (``requests``, ``urllib3``), is loaded only for
-what needs it: a build, a save, or a daemon behind TCP/TLS/SSH. So ``ckit build --to sqsh`` of a cached image
-read from podman's storage never loads it.
+A local daemon (``unix://`` socket) is pinged, asked about images and given builds with the standard library's
+HTTP client; the docker SDK, whose import alone costs about 0.15 s of CPU (``requests``, ``urllib3``), is loaded
+only for what needs it: a save, a daemon behind TCP/TLS/SSH, or a build that must carry the credentials of a
+docker config file (the SDK sends them for the base image's pull). So ``ckit build --to sqsh`` of a cached image
+read from podman's storage never loads it, and a build on podman's socket neither.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ import http.client
 import json
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from .errors import ConfigError
 
@@ -28,7 +29,8 @@ if TYPE_CHECKING:
     import docker
 
 PROBE_TIMEOUT = 5
-MAX_REPLY = 16 << 20  # an image's inspect document (its history and config) stays far below
+MAX_REPLY = 16 << 20  # an image's inspect document (its history and config) stays far below; so does one item
+# of a build's stream (a log line, an error)
 DEFAULT_API = "1.41"  # when the ping does not say (podman 4 and Docker 20+ speak it)
 START_HINT = ("start Docker, or podman's Docker-compatible service: "
               "`podman system service --time=0 unix:///run/podman/podman.sock &` and "
@@ -79,6 +81,36 @@ class Daemon:
             return reply
         return _sdk_inspect(self.client, ref)
 
+    def build(self, context_tar: bytes, params: Mapping[str, str]) -> Iterator[dict[str, Any]]:
+        """``POST /build`` on a local daemon's socket: the items of its answer (one JSON object a line), as they
+        come. EngineAPIError when it refuses the build or does not answer in the API's form; OSError when the
+        socket fails. No deadline: a build takes as long as its steps."""
+        conn = _UnixConnection(self.address.removeprefix("unix://"), None)
+        try:
+            conn.request("POST", f"/v{self.api_version}/build?{urlencode(params)}", body=context_tar,
+                         headers={"Host": "docker", "Content-Type": "application/x-tar"})
+            reply = conn.getresponse()
+            if reply.status != 200:
+                _json_reply(reply.status, reply.read(MAX_REPLY), "build")
+            while line := reply.readline(MAX_REPLY + 1):
+                yield _stream_item(line)
+        except http.client.HTTPException as err:
+            raise EngineAPIError(f"build: {type(err).__name__} {err}") from err
+        finally:
+            conn.close()
+
+
+def _stream_item(line: bytes) -> dict[str, Any]:
+    if len(line) > MAX_REPLY:
+        raise EngineAPIError(f"build: an item of the engine's answer exceeds {MAX_REPLY} bytes")
+    try:
+        item = json.loads(line) if line.strip() else {}
+    except ValueError:
+        item = None
+    if not isinstance(item, dict):
+        raise EngineAPIError(f"build: the engine's answer is not a stream of JSON objects: {line[:200]!r}")
+    return item
+
 
 def _sdk_inspect(client: docker.DockerClient, ref: str) -> dict[str, Any] | None:
     import docker.errors
@@ -93,7 +125,7 @@ def _sdk_inspect(client: docker.DockerClient, ref: str) -> dict[str, Any] | None
 
 
 class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float) -> None:
+    def __init__(self, path: str, timeout: float | None) -> None:
         super().__init__("localhost", timeout=timeout)
         self._path = path
 
@@ -131,7 +163,8 @@ def _json_reply(status: int, body: bytes, what: str) -> Any:
         reply = None
     if status != 200:
         message = reply.get("message") if isinstance(reply, dict) else None
-        raise EngineAPIError(f"{what}: HTTP {status}: {str(message or body[:200].decode(errors='replace')).strip()}")
+        text = str(message or body[:200].decode(errors="replace")).strip()
+        raise EngineAPIError(f"{what}: HTTP {status}: {text or 'the engine gave no reason'}")
     if reply is None:
         raise EngineAPIError(f"{what}: the engine's answer is not JSON")
     return reply

@@ -36,6 +36,10 @@ def build(
                                                   "Singularity/Apptainer version reads.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; build nothing (no engine needed).")
                        ] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Run every step again (the engine's --no-cache), "
+                                           "even if an image of the same build key exists.")] = False,
+    pull: Annotated[bool, typer.Option("--pull", help="Pull the base image again (the engine's --pull), even if "
+                                       "an image of the same build key exists.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Build STACK with Docker/podman or apptainer, then convert it to .sif and .sqsh."""
@@ -45,7 +49,7 @@ def build(
     site_profile = _site(site)
     prepared = builder.prepare(stack, sets=sets or [], ngc=ngc, engine_name=engine, to=to, output_dir=output,
                                tag=tag, lock_file=lock_file if locked else None, dry_run=dry_run,
-                               recipes_dirs=SETTINGS.recipes_dirs)
+                               recipes_dirs=SETTINGS.recipes_dirs, no_cache=no_cache, pull=pull)
     plan = prepared.plan
     if dry_run:
         emit_plan(plan, as_json)

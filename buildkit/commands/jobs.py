@@ -110,9 +110,9 @@ def shell_cmd(
     from ..launch.schedulers.slurm import SHELL, render_shell
     from ..process import interactive, require
     from ..site import load_site
-    from .launch import _pairs
+    from .launch import _pairs, local_image
 
-    request = LaunchRequest(command=tuple(command or SHELL), image=image, runtime=runtime, partition=partition,
+    request = LaunchRequest(command=tuple(command or SHELL), image=local_image(image), runtime=runtime, partition=partition,
                             account=account, comment=comment, time=time, gpus_per_node=gpus_per_node,
                             tasks_per_node=1, name="ckit-shell", mounts=tuple(mount or ()), env=_pairs(env, "--env"))
     plan = plan_launch(load_site(site, SETTINGS.sites_dirs), request)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,6 +25,23 @@ def _pairs(values: list[str] | None, flag: str) -> tuple[tuple[str, str], ...]:
             raise ConfigError(f"{flag} {item!r} is not K=V", hint=f"write {flag} NAME=value")
         out.append((key, value))
     return tuple(out)
+
+
+def local_image(value: str | None) -> str | None:
+    """``--image`` as the job names it: a relative file path becomes the absolute path of that file here, since
+    the tasks may start in another folder and Pyxis takes ``images/x.sqsh`` for a registry image (a file is only
+    what starts with / or .). A relative path that names no file is refused: it can only be a typo."""
+    from ..launch.plan import names_a_file
+
+    if value is None or not names_a_file(value) or value.startswith(("/", "~")):
+        return value
+    path = Path(os.path.abspath(value))
+    if not path.is_file():
+        what = "is not a file" if path.exists() else "does not exist"
+        raise ConfigError(f"--image {value}: {path} {what}",
+                          hint=f"give the path of an image file (ls {path.parent}), a registry reference such as "
+                               "nvcr.io/nvidia/pytorch:24.06-py3, or a stack staged with ckit stage")
+    return str(path)
 
 
 def image_facts(value: str | None) -> ImageFacts:
@@ -118,6 +136,7 @@ def launch(
     from ..launch.schedulers.slurm import SHELL
     from ..site import load_site
 
+    image = local_image(image)
     request = LaunchRequest(
         command=tuple(command or (SHELL if interactive else ())), image=image, framework=framework, launcher=launcher, rank_table=rank_table,
         nodes=nodes, gpus_per_node=gpus_per_node, tasks_per_node=tasks_per_node, cpus_per_task=cpus_per_task,

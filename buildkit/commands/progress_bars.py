@@ -18,7 +18,7 @@ from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, Ta
 from rich.text import Text
 
 from ..outside import shown
-from ..progress import Meter, Unit
+from ..progress import Meter, Unit, scoped
 
 
 def clock(seconds: float | None) -> str:
@@ -75,7 +75,8 @@ class _Time(ProgressColumn):
 
 
 class RichMeter:
-    """A :class:`~buildkit.progress.Meter` that is one task line of a rich Progress."""
+    """A :class:`~buildkit.progress.Meter` that is one task line of a rich Progress, while the line exists
+    (:func:`~buildkit.progress.scoped` keeps later calls from it: rich raises for a task it removed)."""
 
     def __init__(self, bar: Progress, task: TaskID) -> None:
         self.bar, self.task = bar, task
@@ -101,10 +102,8 @@ class RichReporter:
     @contextmanager
     def meter(self, description: str, *, total: int | None = None, unit: Unit = "bytes") -> Iterator[Meter]:
         task = self.bar.add_task(shown(description), total=total, unit=unit, visible=False)
-        try:
-            yield RichMeter(self.bar, task)
-        finally:
-            self.bar.remove_task(task)
+        with scoped(RichMeter(self.bar, task), lambda: self.bar.remove_task(task)) as meter:
+            yield meter
 
 
 @contextmanager

@@ -56,12 +56,16 @@ class BuildRequest:
     """Everything an engine needs: the context, its key, what to call the result and the labels to stamp on it.
 
     ``key`` identifies the inputs (see :func:`context_digest`): an earlier result with the same key is reused.
+    ``no_cache`` and ``pull`` mean what ``docker build --no-cache`` / ``--pull`` mean: run every step again, and
+    pull the base image even when the engine has it.
     """
 
     context: Sequence[ContextFile]
     key: str
     tag: str
     labels: Mapping[str, str] = field(default_factory=dict)
+    no_cache: bool = False
+    pull: bool = False
 
 
 @dataclass(frozen=True)

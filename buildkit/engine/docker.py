@@ -8,15 +8,19 @@ The SDK does not raise when the daemon reports a failure inside the stream: an i
 from __future__ import annotations
 
 import io
+import json
+import os
 import re
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..daemon import START_HINT, Daemon, EngineAPIError, connect, short_error
 from ..errors import BuildError, ConfigError
-from ..render.context import context_tar
+from ..render.context import ContextFile, context_tar
+from ..render.dockerfile import add_labels
 from .base import (
     BUILD_KEY_LABEL,
     Availability,
@@ -123,26 +127,76 @@ class DockerEngine:
             raise BuildError(f"cannot inspect image {ref}: {short_error(err)}") from err
 
     def build(self, request: BuildRequest, listener: BuildListener) -> BuiltImage:
-        import docker.errors  # the SDK only when there is a build to run: a cache hit needs none of it
-        import requests.exceptions
-
         started = time.monotonic()
-        try:
-            stream: Iterator[Mapping[str, Any]] = self.client.api.build(
-                fileobj=io.BytesIO(context_tar(list(request.context))), custom_context=True, tag=request.tag, decode=True,
-                rm=True, forcerm=True, labels={**request.labels, BUILD_KEY_LABEL: request.key}, timeout=None)
-            result = follow_build_stream(stream, listener)
-        except docker.errors.APIError as err:
-            raise BuildError(f"the engine refused the build of {request.tag}: {err.explanation or err}",
-                             hint="check the Dockerfile and the engine's log") from err
-        except requests.exceptions.ConnectionError as err:
-            raise BuildError(f"lost the connection to the engine at {self.address} during the build: {short_error(err)}",
-                             hint=START_HINT) from err
+        context, labels = labelled(request)
+        body = context_tar(context)
+        if not self.address.startswith("unix://") or docker_config(self._env or os.environ) is not None:
+            result = self._sdk_build(body, request, labels, listener)
+        else:  # the socket directly: the SDK's import would cost a build more than its first steps
+            params = {"t": request.tag, "rm": "1", "forcerm": "1", "nocache": "1" if request.no_cache else "0",
+                      "pull": "1" if request.pull else "0", **({"labels": json.dumps(labels)} if labels else {})}
+            try:
+                result = follow_build_stream(self.daemon.build(body, params), listener)
+            except EngineAPIError as err:
+                raise refused(request, str(err)) from err
+            except OSError as err:
+                raise lost(self.address, err) from err
         image = self.image(request.tag)
         if image is None:
             raise build_failure(f"the engine reported success but has no image {request.tag}", None, result.log)
         return BuiltImage(self.name, request.tag, result.image_id or image["Id"], time.monotonic() - started, False,
                           "\n".join(result.log), size=image.get("Size"), inspected=image)
+
+
+    def _sdk_build(self, body: bytes, request: BuildRequest, labels: dict[str, str],
+                   listener: BuildListener) -> StreamResult:
+        """The build through the docker SDK, which sends the docker config's credentials with it."""
+        import docker.errors
+        import requests.exceptions
+
+        try:
+            stream: Iterator[Mapping[str, Any]] = self.client.api.build(
+                fileobj=io.BytesIO(body), custom_context=True, tag=request.tag, decode=True, rm=True, forcerm=True,
+                labels=labels, timeout=None, nocache=request.no_cache, pull=request.pull)
+            return follow_build_stream(stream, listener)
+        except docker.errors.APIError as err:
+            raise refused(request, str(err.explanation or err)) from err
+        except requests.exceptions.ConnectionError as err:
+            raise lost(self.address, err) from err
+
+
+def refused(request: BuildRequest, why: str) -> BuildError:
+    return BuildError(f"the engine refused the build of {request.tag}: {why}",
+                      hint="check the Dockerfile and the engine's log")
+
+
+def lost(address: str, err: BaseException) -> BuildError:
+    return BuildError(f"lost the connection to the engine at {address} during the build: {short_error(err)}",
+                      hint=START_HINT)
+
+
+def docker_config(env: Mapping[str, str]) -> Path | None:
+    """The docker config file whose credentials the docker SDK would send with a build (None: there is none)."""
+    home = Path(env.get("HOME") or Path.home())
+    places = [home / ".docker" / "config.json", home / ".dockercfg"]  # where the SDK looks, in its order
+    if env.get("DOCKER_CONFIG"):
+        places.insert(0, Path(env["DOCKER_CONFIG"]) / "config.json")
+    return next((path for path in places if path.exists()), None)
+
+
+def labelled(request: BuildRequest) -> tuple[list[ContextFile], dict[str, str]]:
+    """The context to send and the labels to pass beside it: the request's labels and its build key go into the
+    Dockerfile's closing LABEL when it has one (one step; podman makes each label passed beside it a step of its
+    own, run again on every edit), else beside it."""
+    labels = {**request.labels, BUILD_KEY_LABEL: request.key}
+    context = list(request.context)
+    for n, item in enumerate(context):
+        if item.path == "Dockerfile":
+            text = add_labels(item.data.decode(), labels)
+            if text is not None:
+                context[n] = replace(item, data=text.encode())
+                return context, {}
+    return context, labels
 
 
 def labels_of(image: Mapping[str, Any]) -> Mapping[str, str]:

@@ -74,16 +74,17 @@ def deffile_text(source: Source) -> str:
 
 
 def provenance(source: Source) -> str:
-    """What ``enroot import`` of the same image records in ``/etc/rc``: its URI for a registry
-    (``docker://REGISTRY#IMAGE:TAG``) or an engine (``dockerd://IMAGE``); nothing for a docker save tar or an
-    OCI layout, which enroot cannot import (and whose host path is nobody else's business)."""
+    """What ``enroot import`` of the same image records in ``/etc/rc`` (enroot after 4.1.2: ``docker::configure``
+    writes ``# enroot-provenance: URI`` first): for a registry ``docker://REGISTRY#IMAGE:TAG``, a pinned digest in
+    the tag's place (``#IMAGE:sha256:…``, as enroot prints what it parsed, the tag of ``TAG@DIGEST`` dropped); for
+    an engine the URI as given (``dockerd://IMAGE``); nothing for a docker save tar or an OCI layout, which enroot
+    cannot import (and whose host path is nobody else's business)."""
     if isinstance(source, DaemonSource):
         return f"dockerd://{source.ref}"
     if not isinstance(source, RegistrySource):
         return ""
     ref = source.ref
-    where = f"@{ref.digest}" if ref.digest else f":{ref.tag or 'latest'}"
-    return f"docker://{ref.api_host}#{ref.repository}{where}"
+    return f"docker://{ref.api_host}#{ref.repository}:{ref.digest or ref.tag or 'latest'}"
 
 
 def bootstrap(source: Source) -> tuple[str, str]:

@@ -150,12 +150,17 @@ class LaunchPlan:
         return None if chosen == "none" else chosen
 
 
+def names_a_file(value: str) -> bool:
+    """``--image`` names a file (not a registry reference or a stack): a path, or a name with an image suffix."""
+    return value.startswith(("/", "./", "../", "~")) or value.endswith(_PATH_SUFFIXES)
+
+
 def classify_image(value: str, site: Site, runtime: Runtime) -> Image:
     """A local file path, a ckit stack name (found in the site's shared image folder, in the format the runtime
     runs) or a registry reference."""
     if "\n" in value or not value.strip():
         raise ConfigError(f"--image {value!r} is not an image", hint="give a path, a registry reference or a stack name")
-    if value.startswith(("/", "./", "../", "~")) or value.endswith(_PATH_SUFFIXES):
+    if names_a_file(value):
         return Image("path", value)
     # lazy for start-up time (README, design notes): the CLI imports this module for --help
     from ..storage.lookup import find_staged

@@ -3,6 +3,7 @@
 The build key is the sha256 of the rendered build context (every file, including the Dockerfile or .def,
 which carry the base reference and the recipe labels). An image in the engine whose ``io.ckit.build.key``
 label equals it is a cache hit: nothing is built. Conversions hit the artifact store the same way.
+``--no-cache`` and ``--pull`` build even then, and pass on to the engine (docker's meaning of both).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
-from ..config import jsondoc, limits
 from ..engine.base import (
     AUTO_ORDER,
     BuildEvent,
@@ -30,7 +30,7 @@ from ..engine.base import (
 )
 from ..engine.docker import DockerEngine
 from ..errors import ConfigError
-from ..fsutil import check_output, read_capped
+from ..fsutil import check_output
 from ..image.convert import TARGETS as CONVERTED
 from ..image.convert import convert_many
 from ..image.source import DaemonSource
@@ -40,6 +40,7 @@ from ..recipe.catalog import Catalog
 from ..registry.reference import parse
 from ..render.context import ContextFile, build_context
 from ..storage.store import export
+from .locked import check_lock, read_lock
 
 if TYPE_CHECKING:
     from ..site.model import Site
@@ -99,9 +100,17 @@ class BuildPlan:
     targets: tuple[str, ...]
     outputs: tuple[Output, ...]
     cached: bool | None = None  # None until the engine was asked
+    no_cache: bool = False  # every step runs again
+    pull: bool = False  # the base image is pulled again
 
     def request(self, context: Sequence[ContextFile]) -> BuildRequest:
-        return BuildRequest(context=context, key=self.build_key, tag=self.tag, labels=dict(self.labels))
+        return BuildRequest(context=context, key=self.build_key, tag=self.tag, labels=dict(self.labels),
+                            no_cache=self.no_cache, pull=self.pull)
+
+    @property
+    def reuses(self) -> bool:
+        """Whether an earlier build with the same key may stand for this one (not when asked to build again)."""
+        return not (self.no_cache or self.pull)
 
     @property
     def product_name(self) -> str:
@@ -114,12 +123,15 @@ class BuildPlan:
             "base_image": self.base_image, "base_override": self.base_override, "labels": dict(self.labels),
             "context": [{"path": p, "size": s} for p, s in self.context_files], "targets": list(self.targets),
             "outputs": [{"kind": o.kind, "path": str(o.path)} for o in self.outputs], "cached": self.cached,
+            "no_cache": self.no_cache, "pull": self.pull,
         }
 
     def describe(self) -> str:
         """The plan as text, one action a line (what --dry-run prints)."""
         product = self.product_name
         first = f"reuse {product} (cache hit: no build work)" if self.cached else f"build {product}"
+        again = [flag for flag, on in (("--no-cache", self.no_cache), ("--pull", self.pull)) if on]
+        first += f" ({' '.join(again)}: even if built before)" if again else ""
         lines = [f"plan: build {self.stack} with {self.engine_reason}",
                  f"  fingerprint  {self.fingerprint}",
                  f"  build key    {self.build_key}",
@@ -162,6 +174,8 @@ def plan_build(
     output_dir: Path,
     tag: str | None = None,
     base_override: str | None = None,
+    no_cache: bool = False,
+    pull: bool = False,
 ) -> BuildPlan:
     """Everything ``execute`` will do, computed from its inputs alone."""
     build_key = context_digest(context)
@@ -181,11 +195,13 @@ def plan_build(
         context_files=tuple((f.path, len(f.data)) for f in context),
         targets=tuple(targets),
         outputs=file_outputs,
+        no_cache=no_cache,
+        pull=pull,
     )
 
 
 def check_cache(plan: BuildPlan, engine: Engine, context: Sequence[ContextFile]) -> tuple[BuildPlan, BuiltImage | None]:
-    hit = engine.cached(plan.request(context))
+    hit = engine.cached(plan.request(context)) if plan.reuses else None
     return replace(plan, cached=hit is not None), hit
 
 
@@ -234,7 +250,7 @@ def execute(
     started = time.monotonic()
     for output in plan.outputs:  # before building: an output ckit may not replace fails fast
         check_output(output.path, flag="-o")
-    if cached is None:
+    if cached is None and plan.reuses:
         cached = engine.cached(plan.request(context))
     if cached is not None:
         on_phase(f"cache hit: {cached.ref} has build key {plan.build_key[:12]}; nothing to build")
@@ -308,9 +324,12 @@ def prepare(
     lock_file: Path | None = None,
     dry_run: bool = False,
     recipes_dirs: Sequence[Path] = (),
+    no_cache: bool = False,
+    pull: bool = False,
 ) -> Prepared:
     """Resolve the stack (pinned by ``lock_file`` when given; user folders ``recipes_dirs`` over the
-    built-ins), pick the engine, render the context, plan, and ask the engine for a cached result."""
+    built-ins), pick the engine, render the context, plan, and ask the engine for a cached result (unless
+    ``no_cache`` or ``pull`` ask for the build to run again)."""
     lock = read_lock(lock_file, stack) if lock_file is not None else None
     if lock is not None:
         sets, ngc = sets or lock["sets"], ngc or lock["ngc"]
@@ -322,10 +341,12 @@ def prepare(
         check_tag(tag)
     selection, available = _select(engine_name, to, dry_run)
     engine = selection.engine
+    check_rebuild_flags(engine, no_cache=no_cache, pull=pull)
     targets = parse_targets(to, engine.product)
     context = build_context(resolved, fmt=engine.context_format, base_override=base_override)
     plan = plan_build(resolved, context, engine=engine.name, engine_reason=selection.reason, product=engine.product,
-                      targets=targets, output_dir=output_dir, tag=tag, base_override=base_override)
+                      targets=targets, output_dir=output_dir, tag=tag, base_override=base_override,
+                      no_cache=no_cache, pull=pull)
     if not available:
         return Prepared(plan, engine, context, None)
     plan, cached = check_cache(plan, engine, context)
@@ -350,47 +371,16 @@ def _select(engine_name: str, to: str | None, dry_run: bool) -> tuple[Any, bool]
         return Selection(get_engine(name), f"{name} ({how}not available here: {err.message})"), False
 
 
+def check_rebuild_flags(engine: Engine, *, no_cache: bool, pull: bool) -> None:
+    """``--no-cache``/``--pull`` are the docker engine's: the apptainer engine keeps no layers to skip."""
+    flags = [flag for flag, on in (("--no-cache", no_cache), ("--pull", pull)) if on]
+    if flags and not isinstance(engine, DockerEngine):
+        raise ConfigError(f"{' '.join(flags)}: options of the docker engine (docker/podman build); the "
+                          f"{engine.name} engine keeps no build layers and does not take them",
+                          hint="use --engine docker, or leave the option out")
+
+
 def check_tag(tag: str) -> None:
     ref = parse(tag)
     if ref.digest:
         raise ConfigError(f"--tag {tag}: a build tag cannot carry a digest", hint="write REPO:TAG")
-
-
-LOCK_KEYS = ("lockVersion", "stack", "sets", "ngc", "fingerprint", "base")
-
-
-def read_lock(path: Path, stack: str) -> dict[str, Any]:
-    """The lock file ``ckit lock`` wrote (canonical JSON), checked to be for ``stack``."""
-    where = str(path)
-    try:
-        data = jsondoc.parse(read_capped(path, limits.size("file_size"), "lock file"), "the content")
-    except FileNotFoundError:
-        raise ConfigError(f"--locked: {where} does not exist", hint=f"run `ckit lock {stack}` first") from None
-    except (OSError, ConfigError) as err:
-        raise ConfigError(f"--locked: {where} is not a ckit lock file: {err}",
-                          hint=f"run `ckit lock {stack}` again") from None
-    base = data.get("base") if isinstance(data, dict) else None
-    missing = [k for k in LOCK_KEYS if not isinstance(data, dict) or k not in data]
-    missing += [] if isinstance(base, dict) and "pinned" in base else ["base.pinned"]
-    if missing or not isinstance(data, dict) or not isinstance(base, dict):  # (dicts when nothing is missing)
-        raise ConfigError(f"--locked: {where} lacks {', '.join(missing)}", hint=f"run `ckit lock {stack}` again")
-    version, locked_stack, pinned = data["lockVersion"], data["stack"], base["pinned"]
-    if version != 1:
-        raise ConfigError(f"--locked: {where} has lockVersion {version}; this ckit reads version 1",
-                          hint=f"run `ckit lock {stack}` again")
-    if locked_stack != stack:
-        raise ConfigError(f"--locked: {where} pins stack {locked_stack}, not {stack}",
-                          hint=f"use --lock-file with the lock of {stack}, or run `ckit lock {stack}`")
-    if "@sha256:" not in str(pinned):
-        raise ConfigError(f"--locked: {where}: base.pinned {pinned!r} has no digest", hint="run `ckit lock` again")
-    return data
-
-
-def check_lock(lock: dict[str, Any], path: Path, resolved: Any) -> str:
-    """The pinned base reference, once the stack is seen to resolve as it did when it was locked."""
-    if lock["fingerprint"] != resolved.fingerprint:
-        raise ConfigError(
-            f"--locked: {path} was written for {lock['stack']} with fingerprint {lock['fingerprint'][:12]}, but the "
-            f"recipe now resolves to {resolved.fingerprint[:12]} (a recipe, --set or --ngc value changed)",
-            hint=f"run `ckit lock {lock['stack']}` again with the same --set/--ngc, or build without --locked")
-    return str(lock["base"]["pinned"])

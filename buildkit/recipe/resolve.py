@@ -17,6 +17,7 @@ from ..config.yamlfile import Document, KeyPath
 from ..errors import CompatError, ConfigError
 from ..oci import labels as keys
 from .compat import violations
+from .environment import compose
 from .model import Copy, Env, Fact, Layer, ParamValue, ResolvedLayer, ResolvedRecipe, Run, StackDef, Step
 from .params import check_value, format_value, parse_cli, split_set
 from .steps import compile_addon
@@ -230,10 +231,6 @@ def resolve(catalog: Catalog, name: str, *, sets: Sequence[str] = (), ngc: str |
     image = _image(base, base_values)
     _check_rules(base, fact_map, base_values)
     steps, labels, provided = _compile(name, catalog, base, addons, values, fact_map)
-    env: dict[str, str] = {}
-    for step in steps:
-        if isinstance(step, Env):
-            env.update(step.vars)
     entrypoint = next((s.entrypoint for s in reversed(chain) if s.entrypoint is not None), None)
     cmd = next((s.cmd for s in reversed(chain) if s.cmd is not None), None)
     layers = tuple(ResolvedLayer(layer.kind, layer.name, layer.description,
@@ -256,7 +253,7 @@ def resolve(catalog: Catalog, name: str, *, sets: Sequence[str] = (), ngc: str |
     ]
     return ResolvedRecipe(
         stack=name, description=stack.description, base_image=image, layers=layers, steps=tuple(steps),
-        env=tuple(env.items()), labels=tuple(labels), entrypoint=entrypoint, cmd=cmd, facts=facts,
+        env=compose(steps), labels=tuple(labels), entrypoint=entrypoint, cmd=cmd, facts=facts,
         provides=tuple(provided), warnings=tuple(warnings), fingerprint=fingerprint, seed=stack.seed,
     )
 

@@ -24,7 +24,11 @@ def _run(step: Run) -> list[str]:
 
 
 def _env(step: Env) -> list[str]:
-    return [f"export {env_assignment(k, v)}" for k, v in step.vars]
+    # one export: sh expands every word before it assigns, so each value reads the variables as they were
+    # before the step, as Docker's ENV does
+    words = [env_assignment(k, v) for k, v in step.vars]
+    return [("export " if n == 0 else INDENT) + word + (" \\" if n < len(words) - 1 else "")
+            for n, word in enumerate(words)]
 
 
 def _copied(step: Copy) -> list[str]:
@@ -41,7 +45,7 @@ def render(recipe: ResolvedRecipe, *, base_override: str | None = None) -> str:
     copies = [s for s in recipe.steps if isinstance(s, Copy)]
     if copies:
         out += _section("files", [f"{c.context} {c.dest}" for c in copies])
-    if recipe.env:
+    if recipe.env:  # composed (buildkit.recipe.environment): sourced after the base image's environment
         out += _section("environment", [f"export {env_assignment(k, v)}" for k, v in recipe.env])
     post = ["set -e", "# the base image's Docker environment, as at run time", DOCKER_ENV]
     for step in recipe.steps:

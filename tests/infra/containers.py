@@ -33,3 +33,15 @@ def remove_images(client: Any, refs: list[str]) -> None:
     for ref in refs:
         with contextlib.suppress(docker.errors.APIError):  # not there (a build that failed), or in use
             client.images.remove(ref)
+
+
+def remove_replaced(client: Any, image_ids: list[str]) -> None:
+    """Remove images a run built and then replaced under the same name: each rebuild leaves the one before it
+    without a name, and with it the intermediate images of its changed steps. By ID, which is safe only for
+    images of content the run made (a unique file or label): with their last name gone nobody else can use them.
+    An ID that still has a name (or children) stays."""
+    import docker.errors
+
+    for image_id in image_ids:
+        with contextlib.suppress(docker.errors.APIError):
+            client.images.remove(image_id)

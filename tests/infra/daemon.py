@@ -71,6 +71,33 @@ def find_pid(comm: str, *needles: str) -> int | None:
     return None
 
 
+def proc_comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def socket_holder(path: Path, comm: str) -> int | None:
+    """The live process named ``comm`` that holds the unix socket bound at ``path`` (its listening end):
+    /proc/net/unix names the socket's inode, the process's fd table has ``socket:[INODE]``."""
+    try:
+        table = Path("/proc/net/unix").read_text().splitlines()[1:]
+    except OSError:
+        return None
+    wanted = {f"socket:[{fields[6]}]" for fields in map(str.split, table) if len(fields) >= 8 and fields[7] == str(path)}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or proc_comm(int(entry.name)) != comm[:15]:
+            continue
+        try:
+            links = {os.readlink(fd) for fd in (entry / "fd").iterdir()}
+        except OSError:
+            continue
+        if links & wanted and is_alive(int(entry.name)):
+            return int(entry.name)
+    return None
+
+
 def adopt(pidfile: Path, comm: str, *needles: str) -> int | None:
     """The live pid in ``pidfile``, else a process found by :func:`find_pid` (then recorded in ``pidfile``)."""
     pid = read_pid(pidfile)

@@ -1,7 +1,9 @@
 """Real frameworks for ``ckit launch --runtime none`` jobs: one venv from Debian's python3 that sees Debian's
 python3-torch and python3-mpi4py (``--system-site-packages``), with tensorflow-cpu and ray from PyPI pinned.
 The same pins as wheels (``RUN/wheels/frameworks``, with a requirements.txt): the test image installs them
-offline (``ckit build test-torch --set files.src=…``), so a build needs no PyPI access of its own.
+offline (``ckit build test-torch --set files.src=…``), so a build needs no PyPI access of its own. Beside them,
+MPICH and an mpi4py for it (``mpich.txt``): the image's second MPI, whose PMI client talks to Slurm's
+``--mpi=pmi2`` (Debian's Open MPI speaks only PMIx), in a venv of its own so that Debian's mpi4py stays the default.
 
 The venv lives in the run dir (``RUN/venvs/frameworks``); a file in it records the pins it was made with, so a
 change of pins makes it again. Lmod's test modules (``RUN/modulefiles``) are written here too: ``ckit-test/1.0``
@@ -16,6 +18,7 @@ from pathlib import Path
 from .daemon import Component, ComponentError, run
 
 PINS = ("tensorflow-cpu==2.21.0", "ray==2.60.0", "numpy<2")
+MPICH_PINS = ("mpi4py==4.1.2", "mpich==5.0.2")  # PyPI's MPICH wheel: PMI-1/PMI-2 clients, for srun --mpi=pmi2
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's: its dist-packages hold python3-torch and python3-mpi4py
 MODULEFILE = """\
 help([[A test module of ckit's launch tests]])
@@ -84,15 +87,16 @@ class FrameworkWheels(Component):
         return self.run / "wheels" / "frameworks"
 
     def healthy(self) -> bool:
-        stamp = self.path / "requirements.txt"
-        return stamp.is_file() and stamp.read_text() == "".join(f"{pin}\n" for pin in PINS)
+        return all((self.path / name).is_file() and (self.path / name).read_text() == "".join(f"{p}\n" for p in pins)
+                   for name, pins in (("requirements.txt", PINS), ("mpich.txt", MPICH_PINS)))
 
     def _start(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
         self.path.mkdir(parents=True)
-        run([str(FrameworkVenv(self.run).python), "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-             "--only-binary=:all:", "--dest", str(self.path), *PINS], timeout=1200)
-        (self.path / "requirements.txt").write_text("".join(f"{pin}\n" for pin in PINS))
+        for name, pins in (("requirements.txt", PINS), ("mpich.txt", MPICH_PINS)):
+            run([str(FrameworkVenv(self.run).python), "-m", "pip", "download", "--quiet",
+                 "--disable-pip-version-check", "--only-binary=:all:", "--dest", str(self.path), *pins], timeout=1200)
+            (self.path / name).write_text("".join(f"{pin}\n" for pin in pins))
 
     def _stop(self) -> None:
         """A folder: nothing runs, nothing to stop."""

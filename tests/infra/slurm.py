@@ -7,6 +7,8 @@ more nodes ``n1`` and ``n2``: each a slurmd in its own network namespace (a veth
 mount namespace (its own /etc/hosts naming every node, and its own /tmp/ray, which a real node has on local
 disk). So a two-node job has two hosts with two addresses: MASTER_ADDR, TF_CONFIG, Ray's head and workers and
 srun's connections go between them as on a cluster. The bridge reaches nothing but these namespaces.
+Every node runs Pyxis 0.24.0 with enroot 4.1.2 (tests/infra/pyxis.py): each slurmd has enroot on its PATH and,
+in a mount namespace of its own, its own enroot.conf at enroot's path.
 """
 
 from __future__ import annotations
@@ -15,12 +17,27 @@ import os
 import pwd
 import socket
 import subprocess
+import time
 from pathlib import Path
 
-from .daemon import Component, ComponentError, adopt, is_alive, log_tail, run, stop_pid, wait_ready
+from . import pyxis
+from .daemon import (
+    Component,
+    ComponentError,
+    adopt,
+    is_alive,
+    log_tail,
+    proc_comm,
+    read_pid,
+    run,
+    socket_holder,
+    stop_pid,
+    wait_ready,
+)
 
 MUNGE_RUN = Path("/run/munge")
 MUNGE_PIDFILE = MUNGE_RUN / "munged.pid"
+MUNGE_SOCKET = MUNGE_RUN / "munge.socket.2"
 MUNGE_KEY = Path("/etc/munge/munge.key")
 MUNGE_LOG = Path("/var/log/munge/munged.log")
 PARTITIONS = ("debug", "batch", "multi")
@@ -29,6 +46,7 @@ NODES = {"n1": f"{BRIDGE_NET}.11", "n2": f"{BRIDGE_NET}.12"}  # the namespaced n
 # Folders a real node has on local disk, private to each namespaced node (a bind mount of its own folder):
 # Slurm's TmpFS (PMIx puts its per-step folders there) and Ray's session folder.
 NODE_TMP, RAY_TMP = "/tmp/ckit-slurm-node", "/tmp/ray"
+PYXIS_RUNTIME = f"{NODE_TMP}/pyxis"  # Pyxis's runtime_path: node-local
 _BROKEN = ("down", "drain", "fail", "unknown", "*", "not_responding")
 _ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "")
 
@@ -74,8 +92,16 @@ class Munge(Component):
 
     name = "munge"
 
+    def pid(self) -> int | None:
+        """Our munged: the one its pid file names, else the one holding our socket (never just any munged: a
+        site's own munged with another socket is not ours to stop)."""
+        pid = read_pid(MUNGE_PIDFILE)
+        if pid is not None and is_alive(pid) and proc_comm(pid) == "munged":
+            return pid
+        return socket_holder(MUNGE_SOCKET, "munged")
+
     def running(self) -> bool:
-        return adopt(MUNGE_PIDFILE, "munged") is not None
+        return self.pid() is not None
 
     def healthy(self) -> bool:
         if not self.running():
@@ -98,7 +124,7 @@ class Munge(Component):
         wait_ready("munged", self.healthy, log=MUNGE_LOG, timeout=15)
 
     def _stop(self) -> None:
-        stop_pid(adopt(MUNGE_PIDFILE, "munged"), what="munged")
+        stop_pid(self.pid(), what="munged")
         MUNGE_PIDFILE.unlink(missing_ok=True)
 
 
@@ -158,10 +184,30 @@ class Slurm(Component):
     def running(self) -> bool:
         return self.conf.is_file() and is_alive(self._ctld()) and all(is_alive(self._slurmd(n)) for n in self.nodes)
 
+    def node_conf(self, node: str) -> Path:
+        """The enroot.conf node ``node``'s slurmd sees at enroot's own path (see tests/infra/pyxis.py)."""
+        return self.home / "nodes" / node / "enroot.conf"
+
+    def _sees_enroot(self, node: str) -> bool:
+        """The node's slurmd has enroot on its PATH and our enroot.conf in its mount namespace (a cluster
+        started before Pyxis was in it has neither: it is started again)."""
+        pid = self._slurmd(node)
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            seen = Path(f"/proc/{pid}/root{pyxis.ENROOT_CONF}").read_text()
+            linked = os.readlink(f"/proc/{pid}/root{pyxis.NODE_BIN}/enroot")
+        except OSError:
+            return False
+        paths = next((e[5:].decode().split(":") for e in environ if e.startswith(b"PATH=")), [])
+        return (str(pyxis.ENROOT_BIN) in paths and seen == pyxis.enroot_conf_text(self.run, node)
+                and linked == str(pyxis.ENROOT_BIN / "enroot"))
+
     def healthy(self) -> bool:
-        if not self.running():
+        if not self.running() or not (self.home / "plugstack.conf").is_file():
             return False
         for node in self.nodes:  # idle, mixed, allocated, completing… are all fine for reuse
+            if not self._sees_enroot(node):
+                return False
             state = self.node_state(node)
             if not state or any(bad in state for bad in _BROKEN):
                 return False
@@ -176,6 +222,11 @@ class Slurm(Component):
         hosts = ["127.0.0.1 localhost", f"{BRIDGE_NET}.1 {self.nodename}"]
         hosts += [f"{addr} {node}" for node, addr in NODES.items()]
         (self.home / "nodes" / "hosts").write_text("\n".join(hosts) + "\n")
+        pyxis.link_commands(self.home / "nodes" / "bin")
+        for node in self.nodes:
+            (self.home / "nodes" / node).mkdir(exist_ok=True)
+            pyxis.write_node(self.run, node, self.node_conf(node))
+        pyxis.write_plugstack(self.home / "plugstack.conf", pyxis.plugstack_text(PYXIS_RUNTIME))
 
     def _network(self) -> None:
         """The bridge and, per node, a network namespace with a veth on it (idempotent)."""
@@ -200,8 +251,13 @@ class Slurm(Component):
 
     def _start_slurmd(self, node: str) -> None:
         argv = ["slurmd", "-f", str(self.conf), "-N", node]
+        binds = [f"mount --bind {self.node_conf(node)} {pyxis.ENROOT_CONF}",
+                 f"mount -t overlay ckit-enroot -o lowerdir={self.home / 'nodes' / 'bin'}:{pyxis.NODE_BIN} "
+                 f"{pyxis.NODE_BIN}"]
+        # this host's node sees later mounts of the host (slave), the namespaced nodes only their own
+        wrap = ["unshare", "--mount", "--propagation", "slave"]
         if node in NODES:
-            binds = [f"mount --bind {self.home / 'nodes' / 'hosts'} /etc/hosts"]
+            binds.append(f"mount --bind {self.home / 'nodes' / 'hosts'} /etc/hosts")
             for shared in (NODE_TMP, RAY_TMP):
                 private = self.home / "nodes" / node / Path(shared).name
                 private.mkdir(parents=True, exist_ok=True)
@@ -211,17 +267,21 @@ class Slurm(Component):
             # a node's own /dev/shm, as on a real node: ch-run --join names its semaphore after the step, so two
             # nodes sharing one /dev/shm joined one group of four and a rank failed ("join: no PID 0")
             binds.append("mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /dev/shm")
-            inner = f"hostname {node} && {' && '.join(binds)} && exec \"$@\""
+            binds.insert(0, f"hostname {node}")
             # nsenter, not `ip netns exec`, which remounts /sys without the cgroup tree slurmd reads
-            argv = ["nsenter", f"--net=/var/run/netns/ckit-{node}", "unshare", "--uts", "--mount", "--propagation",
-                    "private", "sh", "-c", inner, "slurmd-node", *argv]
+            wrap = ["nsenter", f"--net=/var/run/netns/ckit-{node}", "unshare", "--uts", "--mount", "--propagation",
+                    "private"]
+        argv = [*wrap, "sh", "-c", f"{' && '.join(binds)} && exec \"$@\"", "slurmd-node", *argv]
         log = self.home / "log" / f"slurmd-{node}.log"
+        # Pyxis runs `enroot` from slurmstepd's PATH
+        env = {**self.env(), "PATH": f"{pyxis.ENROOT_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
         try:
-            run(argv, env=self.env(), timeout=30)
+            run(argv, env=env, timeout=30)
         except ComponentError as err:
             raise ComponentError(f"{err}\nlog {log}:\n{log_tail(log)}") from None
 
     def _start(self) -> None:
+        pyxis.check_installed()
         self.write_config()
         self._network()
         log = self.home / "log" / "slurmctld.log"
@@ -264,7 +324,21 @@ class Slurm(Component):
         if state != "COMPLETED":
             raise ComponentError(f"slurm probe job {job_id} ended {state}; log {log}:\n{log_tail(log)}")
 
+    def _drain(self, timeout: float = 120) -> None:
+        """Running jobs (another test session's) end first: a restart would fail them. Bounded: a job that
+        hangs does not keep a broken cluster from being started again."""
+        deadline = time.monotonic() + timeout
+        while is_alive(self._ctld()) and time.monotonic() < deadline:
+            try:
+                out = run(["squeue", "-h", "-t", "R,CG", "-o", "%i"], env=self.env(), timeout=10).stdout
+            except ComponentError:
+                return
+            if not out.strip():
+                return
+            time.sleep(1)
+
     def _stop(self) -> None:
+        self._drain()
         # slurmd.pid: the single-node layout before the namespaced nodes
         old = adopt(self.home / "slurmd.pid", "slurmd", str(self.conf))
         for pid, what in [(old, "slurmd"), *((self._slurmd(n), f"slurmd {n}") for n in self.nodes),

@@ -30,6 +30,7 @@ from tests.infra.registry import AuthRegistry, Registry, RegistryInfo, TLSRegist
 from tests.infra.singularity import Singularity
 from tests.infra.slurm import PARTITIONS, Munge
 from tests.infra.slurm import Slurm as SlurmCluster
+from tests.integration import torch_image as torch
 
 HERE = Path(__file__).parent
 
@@ -174,6 +175,24 @@ def framework_wheels(frameworks: FrameworkVenv) -> Iterator[FrameworkWheels]:
     """The frameworks venv's pins as wheels (``.path``, with requirements.txt), for an image built offline."""
     with running(FrameworkWheels()) as wheels:
         yield wheels
+
+
+@pytest.fixture(scope="session")
+def torch_image(podman: Podman, debian_image: str, framework_wheels: FrameworkWheels) -> Iterator[str]:
+    """``ckit build test-torch`` (tests/integration/torch_image.py), once per session for every module with
+    framework jobs; removed from podman's store at the session's end (3 GB)."""
+    import docker
+
+    tag = torch.build("--set", f"files.src={framework_wheels.path}")["tag"]
+    yield tag
+    remove_images(docker.from_env(), [tag])
+
+
+@pytest.fixture(scope="session")
+def torch_sqsh(torch_image: str, framework_wheels: FrameworkWheels) -> Iterator[str]:
+    """The same image as a .sqsh ``ckit build --to sqsh`` wrote, in a folder every user (and node) can read."""
+    with torch.torch_sqsh(framework_wheels.path) as path:
+        yield path
 
 
 @pytest.fixture(scope="session")

@@ -81,11 +81,11 @@ def test_failing_step_exits_1_naming_the_step_with_the_log(podman: Any, debian_i
     failing = "shell.commands=echo about to fail,echo libfoo missing >&2,exit 7"
     code, out, err = ckit(capsys, "build", "demo", "--set", failing, "--tag", tag)
     assert (code, out) == (1, "")
-    step = "step 5/8 (RUN echo about to fail && echo libfoo missing >&2 && exit 7)"
+    step = "step 4/7 (RUN echo about to fail && echo libfoo missing >&2 && exit 7)"
     assert f"ckit: error: build failed at {step}: building at STEP" in err
     assert "exit status 7" in err
     # not on a terminal the log lines were the progress: the error names the step and shows them no second time
-    assert err.splitlines().count("libfoo missing") == 1 and err.count("STEP 1/8: FROM") == 1
+    assert err.splitlines().count("libfoo missing") == 1 and err.count("STEP 1/7: FROM") == 1
     assert "hint: the build log is above" in err and "--- last " not in err
     with pytest.raises(docker.errors.ImageNotFound):
         docker.from_env().images.get(tag)
@@ -96,7 +96,7 @@ def test_failing_step_exits_1_naming_the_step_with_the_log(podman: Any, debian_i
     assert "about to fail" in tail and err.splitlines().count("libfoo missing") == 1
     log_file = cache / "logs" / "build-demo.log"
     assert f"hint: the whole log is in {log_file}" in err
-    assert "STEP 1/8: FROM localhost/debian:bookworm" in log_file.read_text()
+    assert "STEP 1/7: FROM localhost/debian:bookworm" in log_file.read_text()
 
 
 def test_second_build_is_a_cache_hit_without_build_work(podman: Any, debian_image: str, cache: Path,

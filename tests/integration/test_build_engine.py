@@ -103,3 +103,40 @@ def test_unreachable_engine_says_how_to_start_one(tmp_path, monkeypatch: pytest.
     assert err.value.exit_code == 2
     assert f"--engine docker: cannot reach a Docker API engine (unix://{tmp_path}/nothing.sock: " in str(err.value)
     assert "podman system service" in (err.value.hint or "")
+
+
+BUILD_IN_A_FRESH_PYTHON = """
+import json, sys
+from buildkit.engine.base import BuildRequest
+from buildkit.engine.docker import DockerEngine
+from buildkit.render.context import ContextFile
+context = [ContextFile("Dockerfile", b"FROM localhost/busybox:1.36\\nRUN echo built > /built.txt\\nLABEL a=b\\n", 0o644)]
+lines = []
+built = DockerEngine().build(BuildRequest(context, sys.argv[2], sys.argv[1]), lambda event: lines.append(event.line))
+print(json.dumps({"sdk": "docker" in sys.modules, "id": built.image_id, "lines": lines}))
+"""
+
+
+@pytest.mark.parametrize("docker_config", [False, True])
+def test_a_build_loads_the_sdk_only_to_send_a_docker_configs_credentials(
+        busybox_image: str, podman_tags: Callable[[str], str], tmp_path, docker_config: bool) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    if docker_config:
+        (home / ".docker").mkdir(parents=True)
+        (home / ".docker/config.json").write_text('{"auths": {}}')
+    tag = podman_tags(unique("sdk"))
+    env = {**os.environ, "HOME": str(home)}
+    env.pop("DOCKER_CONFIG", None)
+    done = subprocess.run([sys.executable, "-c", BUILD_IN_A_FRESH_PYTHON, tag, uuid.uuid4().hex], env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["sdk"] is docker_config  # without a config file, the build went over the socket directly
+    assert "STEP 3/3: LABEL a=b" in " ".join(result["lines"]) and result["id"].startswith("sha256:")
+    client = docker.from_env()
+    assert client.images.get(tag).labels[KEY] and run_container(client, tag, ["cat", "/built.txt"]) == (0, b"built\n")

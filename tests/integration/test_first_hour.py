@@ -11,9 +11,7 @@ exactly as the README prints them.
 from __future__ import annotations
 
 import os
-import pty
 import re
-import select
 import shutil
 import subprocess
 import sys
@@ -28,11 +26,10 @@ import pytest
 import yaml
 
 from buildkit.cli import main
+from tests.integration.terminal import record_in_a_terminal
 from tests.unit.test_first_hour_rules import README, write_readme_project
 
 ROOT = Path(__file__).resolve().parents[2]
-STYLE = re.compile(r"\x1b\[[0-9;]*m|\x1b\][^\x07]*\x07")  # colours and links: dropped
-MOVES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\r")  # cursor moves and erases: a new frame line
 
 
 def readme_commands(heading: str) -> list[str]:
@@ -145,29 +142,6 @@ def test_rendered_folder_builds_with_podman(podman: Any, debian_image: str, tmp_
     section = (ctx / "Singularity.def").read_text().split("\n%files\n", 1)[1].split("\n%", 1)[0]
     sources = [line.split()[0] for line in section.splitlines() if line.strip()]
     assert sources and all((ctx / src).exists() for src in sources)
-
-
-def record_in_a_terminal(argv: list[str], env: dict[str, str], cwd: Path, timeout: float = 600) -> tuple[int, str]:
-    """Run ``argv`` with a pty as its terminal; return the exit code and everything it drew (ANSI removed)."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd, close_fds=True)
-    os.close(slave)
-    chunks, deadline = [], time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([master], [], [], 0.2)
-        if ready:
-            try:
-                data = os.read(master, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            chunks.append(data)
-        elif proc.poll() is not None:
-            break
-    os.close(master)
-    code = proc.wait(timeout=30)
-    return code, MOVES.sub("\n", STYLE.sub("", b"".join(chunks).decode("utf-8", "replace")))
 
 
 def test_progress_in_a_terminal_shows_eta_and_nothing_stale(podman: Any, debian_image: str, tmp_path: Path,

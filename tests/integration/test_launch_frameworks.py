@@ -24,10 +24,8 @@ import pytest
 from buildkit.cli import main
 from buildkit.launch.submit import wait_for
 from buildkit.process import run
-from tests.infra.containers import remove_images
+from tests.integration.torch_image import JOBS
 
-JOBS = Path(__file__).parent / "jobs"
-RECIPES = Path(__file__).parent.parent / "data" / "recipes"
 MODES = ("SBATCH_EXPORT=NONE", "sbatch --export=NONE")
 # Debian 12's torchrun (torch 1.13 on Python 3.11) crashes on its own defaults: `--redirects 0` maps to None
 # because Python 3.11 no longer lists a zero IntFlag member (fixed in torch 2.0). A mapping for a local rank
@@ -50,53 +48,6 @@ class How:
 CHARLIECLOUD = (How("charliecloud", MODES[0]), How("charliecloud", MODES[1], user=True))
 IN_IMAGE = (*(How("podman", m) for m in MODES), *CHARLIECLOUD)  # torch in the image
 ON_NODE = (*(How("none", m) for m in MODES), *CHARLIECLOUD)  # a venv on the node, or the image
-
-
-def build(*args: str) -> dict:
-    import contextlib
-    import io
-
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert main(["--recipes", str(RECIPES), "-q", "build", "test-torch", *args, "--json"]) == 0
-    return json.loads(out.getvalue())
-
-
-@pytest.fixture(scope="module")
-def torch_store() -> Iterator[Path]:
-    """A store of this module's own, in memory (a tmpfs, gone with the module): converting the 3 GB torch image
-    spools its layers there beside the output, and the test machines have more memory than free disk."""
-    folder = Path(tempfile.mkdtemp(prefix="ckit-torch-store-"))
-    run(["mount", "-t", "tmpfs", "-o", "size=10g,mode=700", "tmpfs", str(folder)], timeout=30)
-    try:
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setenv("CKIT_CACHE_DIR", str(folder))
-            yield folder
-    finally:
-        run(["umount", "--lazy", str(folder)], timeout=30)
-        folder.rmdir()
-
-
-@pytest.fixture(scope="module")
-def torch_image(podman, debian_image, framework_wheels, torch_store) -> Iterator[str]:  # type: ignore[no-untyped-def]
-    """``ckit build test-torch`` (Debian 12: python3-torch, Open MPI + mpi4py; tensorflow-cpu and ray in /opt/venv
-    from the frameworks' wheels); removed from podman's store when the module ends (3 GB)."""
-    import docker
-
-    tag = build("--set", f"files.src={framework_wheels.path}")["tag"]
-    yield tag
-    remove_images(docker.from_env(), [tag])
-
-
-@pytest.fixture(scope="module")
-def torch_sqsh(torch_image, framework_wheels, charliecloud) -> Iterator[str]:  # type: ignore[no-untyped-def]
-    """The same build as a .sqsh (the image is a cache hit: one conversion), in a folder every user can read, on
-    disk: the nodes' mount namespaces do not see mounts made after they started."""
-    folder = Path(tempfile.mkdtemp(prefix="ckit-sqsh-", dir="/tmp"))
-    folder.chmod(0o755)
-    built = build("--set", f"files.src={framework_wheels.path}", "--to", "sqsh", "-o", str(folder))
-    yield next(a["path"] for a in built["artifacts"] if a["kind"] == "sqsh")
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

@@ -122,7 +122,7 @@ def test_get_prints_only_the_path_and_release_twice_is_harmless(acl: Acl, privat
     digest = json.loads(next((tree(cache) / "refs" / "tags").glob("*.json")).read_text())["digest"]
     repo = private.split(":")[0]
     assert (unpacked / "etc" / "rc").read_text().splitlines()[0] == \
-        f"# enroot-provenance: docker://{acl.host}#{repo}@{digest}"
+        f"# enroot-provenance: docker://{acl.host}#{repo}:{digest}"
     assert (unpacked / "bin" / "sh").is_symlink() or (unpacked / "bin" / "sh").is_file()
     held = list((tree(cache) / "holds").glob("*/11.0@*"))
     assert len(held) == 1

@@ -11,14 +11,19 @@ from typing import Any
 import pytest
 
 from buildkit import __version__
+from buildkit.engine.apptainer import ApptainerEngine
+from buildkit.engine.base import BuildRequest, BuiltImage
 from buildkit.errors import ConfigError
-from buildkit.orchestration.build import check_lock as check_lock_fingerprint
 from buildkit.orchestration.build import (
+    check_cache,
+    check_rebuild_flags,
     engine_labels,
+    execute,
     parse_targets,
     plan_build,
-    read_lock,
 )
+from buildkit.orchestration.locked import check_lock as check_lock_fingerprint
+from buildkit.orchestration.locked import read_lock
 from buildkit.recipe.catalog import Catalog
 from buildkit.render.context import build_context, context_tar
 
@@ -165,3 +170,56 @@ def test_stale_lock_is_refused(demo: Any, tmp_path: Path) -> None:
     assert err.value.message == (f"--locked: {path} was written for demo with fingerprint 000000000000, but the "
                                  f"recipe now resolves to {demo.fingerprint[:12]} (a recipe, --set or --ngc value "
                                  "changed)")
+
+
+class RememberingEngine:
+    """An engine that has every image already (any key), and remembers what it was asked."""
+
+    name, context_format, product = "docker", "docker", "image"
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+        self.requests: list[BuildRequest] = []
+
+    def cached(self, request: BuildRequest) -> BuiltImage | None:
+        self.asked.append("cached")
+        return BuiltImage("docker", request.tag, "sha256:old", 0.0, True)
+
+    def build(self, request: BuildRequest, listener: Any) -> BuiltImage:
+        self.requests.append(request)
+        return BuiltImage("docker", request.tag, "sha256:new", 1.0, False)
+
+
+@pytest.mark.parametrize(("flags", "words"), [({"no_cache": True}, "--no-cache"), ({"pull": True}, "--pull"),
+                                              ({"no_cache": True, "pull": True}, "--no-cache --pull")])
+def test_no_cache_and_pull_build_even_when_the_key_matches(demo: Any, flags: dict[str, bool], words: str) -> None:
+    plan, context = docker_plan(demo, targets=("image",), **flags)
+    engine = RememberingEngine()
+    plan, hit = check_cache(plan, engine, context)  # type: ignore[arg-type]
+    assert (hit, plan.cached, engine.asked) == (None, False, [])  # the build key was not even looked up
+    assert plan.describe().splitlines()[-1] == (f"  1. build localhost/ckit/demo:{demo.fingerprint[:12]} "
+                                                f"({words}: even if built before)")
+    assert {k: plan.as_json()[k] for k in ("no_cache", "pull")} == {"no_cache": False, "pull": False, **flags}
+    result = execute(plan, engine, context)  # type: ignore[arg-type]
+    assert engine.asked == []
+    [request] = engine.requests  # built, with the flags for the engine
+    assert (request.no_cache, request.pull) == (flags.get("no_cache", False), flags.get("pull", False))
+    assert result.artifacts[0].digest == "sha256:new" and not result.artifacts[0].cache_hit
+
+
+def test_without_them_a_matching_key_is_reused(demo: Any) -> None:
+    plan, context = docker_plan(demo, targets=("image",))
+    engine = RememberingEngine()
+    plan, hit = check_cache(plan, engine, context)  # type: ignore[arg-type]
+    assert hit is not None and plan.cached and engine.asked == ["cached"]
+    result = execute(plan, engine, context, cached=hit)  # type: ignore[arg-type]
+    assert engine.requests == [] and result.artifacts[0].cache_hit
+
+
+def test_the_apptainer_engine_refuses_them() -> None:
+    with pytest.raises(ConfigError) as err:
+        check_rebuild_flags(ApptainerEngine(), no_cache=True, pull=True)
+    assert err.value.message == ("--no-cache --pull: options of the docker engine (docker/podman build); the "
+                                 "apptainer engine keeps no build layers and does not take them")
+    assert err.value.exit_code == 2
+    check_rebuild_flags(ApptainerEngine(), no_cache=False, pull=False)

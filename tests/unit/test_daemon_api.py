@@ -35,8 +35,11 @@ def engine(tmp_path: Path) -> Iterator[Callable[[Reply], tuple[str, list[str]]]]
         class Handler(socketserver.StreamRequestHandler):
             def handle(self) -> None:
                 path = self.rfile.readline().decode().split()[1]
-                while self.rfile.readline() not in (b"\r\n", b""):
-                    pass
+                length = 0
+                while (header := self.rfile.readline()) not in (b"\r\n", b""):
+                    name, _, value = header.decode().partition(":")
+                    length = int(value) if name.lower() == "content-length" else length
+                self.rfile.read(length)  # a build's context
                 asked.append(path)
                 self.wfile.write(PING if path == "/_ping" else reply(path))
 
@@ -115,3 +118,67 @@ def test_the_build_cache_check_reads_the_labels_and_hands_on_its_answer(engine) 
     count = len(asked)
     assert source.identify().digest == "sha256:" + "a" * 64
     assert len(asked) == count  # identified from the cache check's answer: the engine was not asked again
+
+
+def chunked(*pieces: bytes) -> bytes:
+    """A 200 answer in chunked transfer encoding, cut where the pieces end (not where the items do)."""
+    body = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
+    return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" + body
+
+
+def builds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, host: str) -> DockerEngine:
+    """The docker engine on ``host``, for a user without a docker config file (so it builds on the socket)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("DOCKER_CONFIG", raising=False)
+    docker_engine = DockerEngine({"DOCKER_HOST": host})
+
+    def no_sdk(*args: object) -> None:
+        raise AssertionError("built through the docker SDK")
+
+    monkeypatch.setattr(docker_engine, "_sdk_build", no_sdk)
+    return docker_engine
+
+
+def test_a_build_on_the_socket_streams_its_lines(engine, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from buildkit.engine.base import BuildRequest
+    from buildkit.render.context import ContextFile
+
+    stream = chunked(b'{"stream": "STEP 1/2: FROM x\\n"}\n{"stream": "STEP 2/', b'2: LABEL a=b\\n"}\n\n',
+                     b'{"aux": {"ID": "sha256:' + b"b" * 64 + b'"}}\n')
+    host, asked = engine(lambda path: stream if path.startswith("/v1.41/build?") else answer("200 OK", IMAGE))
+    lines: list[str] = []
+    context = [ContextFile("Dockerfile", b"FROM x\nLABEL a=b\n", 0o644)]
+    built = builds(tmp_path, monkeypatch, host).build(BuildRequest(context, "k", "localhost/img:1", no_cache=True),
+                                                      lambda event: lines.append(event.line))
+    assert lines == ["STEP 1/2: FROM x", "STEP 2/2: LABEL a=b"] and built.image_id == "sha256:" + "b" * 64
+    assert asked[1] == "/v1.41/build?t=localhost%2Fimg%3A1&rm=1&forcerm=1&nocache=1&pull=0"  # labels in the LABEL
+
+
+@pytest.mark.parametrize(("reply", "message"), [
+    (answer("500 Internal Server Error", b""), "build: HTTP 500: the engine gave no reason"),
+    (chunked(b"<html>\n"), "build: the engine's answer is not a stream of JSON objects: b'<html>"),
+    (chunked(b"[1]\n"), "build: the engine's answer is not a stream of JSON objects: b'[1]"),
+    (chunked(b"{" + b" " * (MAX_REPLY + 1)), f"build: an item of the engine's answer exceeds {MAX_REPLY} bytes"),
+])
+def test_a_build_the_engine_refuses_names_the_image(engine, tmp_path: Path, reply: bytes,  # type: ignore[no-untyped-def]
+                                                     message: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from buildkit.engine.base import BuildRequest
+
+    host, _ = engine(lambda path: reply)
+    with pytest.raises(BuildError) as err:
+        builds(tmp_path, monkeypatch, host).build(BuildRequest([], "k", "localhost/img:1"), lambda event: None)
+    assert err.value.message.startswith(f"the engine refused the build of localhost/img:1: {message}")
+
+
+@pytest.mark.parametrize("where", ["HOME/.docker/config.json", "HOME/.dockercfg", "DOCKER_CONFIG/config.json"])
+def test_a_docker_config_file_means_the_sdk_sends_its_credentials(where: str, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from buildkit.engine.docker import docker_config
+
+    env = {"HOME": str(tmp_path / "home"), "DOCKER_CONFIG": str(tmp_path / "conf")}
+    assert docker_config(env) is None
+    path = Path(where.replace("HOME", env["HOME"]).replace("DOCKER_CONFIG", env["DOCKER_CONFIG"]))
+    path.parent.mkdir(parents=True)
+    path.write_text('{"auths": {}}')
+    assert docker_config(env) == path

@@ -150,3 +150,29 @@ def test_fallback_sockets_include_rootless_podman() -> None:
 ])
 def test_server_name_from_ping_headers(headers: dict[str, str], expected: str) -> None:
     assert server_name(headers) == expected
+
+
+def test_the_build_key_joins_the_rendered_dockerfiles_closing_label() -> None:
+    from buildkit.engine.base import BuildRequest
+    from buildkit.engine.docker import labelled
+    from buildkit.recipe.catalog import Catalog
+    from buildkit.render.context import build_context
+
+    context = build_context(Catalog.from_dirs().resolve("demo"), "docker")
+    request = BuildRequest(context, "k" * 64, "localhost/demo:1", {"org.opencontainers.image.base.digest": 'sha:"x"'})
+    sent, beside = labelled(request)
+    assert beside == {}  # nothing for the engine to turn into steps of their own
+    dockerfile = next(f.data.decode() for f in sent if f.path == "Dockerfile")
+    original = next(f.data.decode() for f in context if f.path == "Dockerfile")
+    assert dockerfile == original.rstrip("\n") + (' \\\n    org.opencontainers.image.base.digest="sha:\\"x\\""'
+                                                  ' \\\n    io.ckit.build.key="' + "k" * 64 + '"\n')
+    assert [f.path for f in sent] == [f.path for f in context] and context_digest(context) != context_digest(sent)
+
+
+def test_a_dockerfile_that_does_not_end_with_label_gets_the_labels_beside_it() -> None:
+    from buildkit.engine.base import BuildRequest
+    from buildkit.engine.docker import labelled
+
+    context = [ContextFile("Dockerfile", b'FROM x\nLABEL a="1"\nCMD ["sh"]\n', 0o644)]
+    sent, beside = labelled(BuildRequest(context, "key", "t"))
+    assert sent == context and beside == {"io.ckit.build.key": "key"}

@@ -66,7 +66,7 @@ def test_the_readme_first_recipe_resolves(tmp_path: Path) -> None:
     runs = [c for s in recipe.steps if isinstance(s, Run) for c in s.commands]
     assert "python3 -m venv /opt/venv" in runs
     assert "python3 -m pip install --no-cache-dir tabulate==0.9.0" in runs
-    assert ("PATH", "/opt/venv/bin:$PATH") in recipe.env and recipe.entrypoint == ("python", "/workspace/app/main.py")
+    assert ("PATH", "/opt/venv/bin:/opt/ckit-demo:$PATH") in recipe.env and recipe.entrypoint == ("python", "/workspace/app/main.py")
     assert recipe.cmd == ()
 
 
@@ -238,6 +238,12 @@ def test_rc_names_no_host_path(tmp_path: Path) -> None:
     assert provenance(parse_source("docker-daemon:localhost/app:1")) == "dockerd://localhost/app:1"
     assert provenance(open_source("docker://127.0.0.1:5000/team/app:1")) == "docker://127.0.0.1:5000#team/app:1"
     assert provenance(open_source("docker://ubuntu:24.04")) == "docker://registry-1.docker.io#library/ubuntu:24.04"
+    # a pinned digest where the tag goes, the tag of TAG@DIGEST dropped: as enroot writes what it parsed
+    digest = "sha256:" + "a" * 64
+    assert provenance(open_source(f"docker://127.0.0.1:5000/team/app@{digest}")) == \
+        f"docker://127.0.0.1:5000#team/app:{digest}"
+    assert provenance(open_source(f"docker://nvcr.io/nvidia/pytorch:24.06-py3@{digest}")) == \
+        f"docker://nvcr.io#nvidia/pytorch:{digest}"
     rc = E.rc_text(ImageConfig(cmd=("/bin/sh",)), provenance="")
     assert rc.startswith('mkdir -p "/" 2> /dev/null\n')  # enroot writes the empty line only after comments
     labelled = E.rc_text(ImageConfig(cmd=("/bin/sh",), labels=(("a", "1"),)), provenance="")

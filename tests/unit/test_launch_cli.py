@@ -86,3 +86,21 @@ def test_nccl_report_each_run_and_expect(tmp_path, capsys):
     assert main(["nccl-report", str(both), "--expect", "165"]) == 1
     captured = capsys.readouterr()
     assert "run 1:" in captured.out and "run 2:" in captured.out and "run 2 below the expected 165" in captured.err
+
+
+def test_a_relative_image_file_is_named_by_its_absolute_path(tmp_path, capsys, monkeypatch):
+    """Pyxis takes `images/x.sqsh` for a registry image (a file starts with / or .), and the tasks may start in
+    another folder: the script names the file absolutely."""
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "x.sqsh").write_bytes(b"hsqs")
+    monkeypatch.chdir(tmp_path)
+    assert main(["launch", "--site", "oci", "--image", "images/x.sqsh", "--dry-run", "--", "hello"]) == 0
+    assert f"export CKIT_IMAGE={tmp_path}/images/x.sqsh\n" in capsys.readouterr().out
+
+
+def test_a_missing_relative_image_file_is_refused(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["launch", "--site", "oci", "--image", "nope.sqsh", "--dry-run", "--", "hello"]) == 2
+    err = capsys.readouterr().err
+    assert f"--image nope.sqsh: {tmp_path}/nope.sqsh does not exist" in err and f"ls {tmp_path}" in err
+    assert main(["shell", "--site", "oci", "--image", "./nope.sqsh", "--dry-run"]) == 2

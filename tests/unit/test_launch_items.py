@@ -24,8 +24,10 @@ def _srun_lines(script: str) -> list[str]:
 def test_pyxis_container_is_per_job_and_removed_at_the_end():
     script = _script("oci", image="/mnt/home/u/a.sqsh")
     assert 'ckit_container="ckit-${SLURM_JOB_ID}"' in script and "trap ckit_remove_container EXIT" in script
-    assert 'enroot remove --force "pyxis_${ckit_container}"' in script
+    assert 'ckit-remove "pyxis_${ckit_container}" || true' in script and 'enroot remove --force "$1"' in script
+    assert "ckit: warning: container $1 is left on $(hostname)" in script  # a node that keeps it says so
     assert '--container-name="${ckit_container}"' in script
+    assert "export ENROOT_LOGIN_SHELL=no" in script  # the image's PATH reaches the program
 
 
 def test_kept_pyxis_container_is_named_after_the_file_or_the_digest():

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from buildkit.recipe.catalog import Catalog
+from buildkit.recipe.model import Run
 from buildkit.render import dockerfile, singularity
+from tests.unit.test_first_hour_rules import write_readme_project
 
 CATALOG = Catalog.from_dirs()
 STACKS = CATALOG.stack_names()
@@ -67,24 +71,21 @@ def test_twnia2_def_matches_the_hand_written_one() -> None:
     assert "%environment" not in text  # nothing leaks to run time
 
 
-def _docker_facts(text: str) -> tuple[dict[str, str], dict[str, str], list[str] | None, list[str] | None]:
+def _docker_facts(text: str) -> tuple[dict[str, str], list[str] | None, list[str] | None]:
     import json
 
     joined = text.replace(" \\\n    ", " ")
-    env: dict[str, str] = {}
     labels: dict[str, str] = {}
     entry = cmd = None
     for line in joined.splitlines():
-        if line.startswith("ENV "):
-            env.update(dict(re.findall(r'([A-Za-z_][A-Za-z0-9_]*)="([^"]*)"', line)))
-        elif line.startswith("LABEL "):
+        if line.startswith("LABEL "):
             for key, value in re.findall(r'([\w./-]+)="((?:[^"\\]|\\.)*)"', line):
                 labels[key] = re.sub(r"\\(.)", r"\1", value)
         elif line.startswith("ENTRYPOINT "):
             entry = json.loads(line[len("ENTRYPOINT "):])
         elif line.startswith("CMD "):
             cmd = json.loads(line[len("CMD "):])
-    return env, labels, entry, cmd
+    return labels, entry, cmd
 
 
 def _def_sections(text: str) -> dict[str, list[str]]:
@@ -99,17 +100,40 @@ def _def_sections(text: str) -> dict[str, list[str]]:
     return sections
 
 
+BASE_ENV = {"PATH": "/base/bin:/usr/bin:/bin", "LD_LIBRARY_PATH": "/base/lib", "PYTHONPATH": "/base/py"}
+
+
+def run_time_env(exports: list[str]) -> dict[str, str]:
+    """The environment after ``exports`` (``export A="x" B="$A"`` lines) on a base image's environment, as sh
+    gives it: all words of a line are expanded before it assigns, an unset variable expands to nothing. (The
+    values are double-quoted and hold ``$`` only as ``$NAME``/``${NAME}``: the recipe loader allows no more.)"""
+    env = dict(BASE_ENV)
+    for line in exports:
+        assert line.startswith("export "), line
+        pairs = re.findall(r'([A-Za-z_][A-Za-z0-9_]*)="([^"]*)"', line)
+        before = dict(env)
+        for name, value in pairs:
+            env[name] = re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", lambda m, known=before: known.get(m[1], ""), value)
+    return env
+
+
+def docker_env_exports(text: str) -> list[str]:
+    """Each ENV instruction as the equivalent sh export (values are quoted the same way in both)."""
+    joined = text.replace(" \\\n    ", " ")
+    return ["export " + line[len("ENV "):] for line in joined.splitlines() if line.startswith("ENV ")]
+
+
 @pytest.mark.parametrize("stack", STACKS)
 def test_both_formats_carry_the_same_env_labels_and_entrypoint(stack: str) -> None:
     import shlex
 
     recipe = CATALOG.resolve(stack)
-    env, labels, entry, cmd = _docker_facts(dockerfile.render(recipe))
+    text = dockerfile.render(recipe)
+    labels, entry, cmd = _docker_facts(text)
     sections = _def_sections(singularity.render(recipe))
-    def_env = dict(re.findall(r'^export ([A-Za-z_][A-Za-z0-9_]*)="([^"]*)"$', "\n".join(sections.get("environment", [])),
-                              re.M))
+    # the run-time environment: Docker's ENV steps in order vs the .def's %environment, both on the same base
+    assert run_time_env(sections.get("environment", [])) == run_time_env(docker_env_exports(text))
     def_labels = dict(line.split(" ", 1) for line in sections["labels"])
-    assert def_env == env
     assert def_labels == labels
     runscript = sections.get("runscript", [])
     if entry is None and cmd is None:
@@ -118,6 +142,15 @@ def test_both_formats_carry_the_same_env_labels_and_entrypoint(stack: str) -> No
         assert runscript[-1] == "exec " + " ".join([*(shlex.quote(w) for w in entry or []), '"$@"'])
         if cmd:
             assert runscript[0] == f'if [ "$#" -eq 0 ]; then set -- {" ".join(shlex.quote(w) for w in cmd)}; fi'
+
+
+def test_path_entries_of_every_env_step_reach_the_def(tmp_path: Path) -> None:
+    """The README's first recipe sets PATH twice (hello's folder, then the venv): the .def keeps both, in
+    Docker's order, on the base's PATH (before, only the venv's: ``hello`` was not found under apptainer)."""
+    recipe = Catalog.from_dirs([write_readme_project(tmp_path)]).resolve("myapp")
+    environment = _def_sections(singularity.render(recipe))["environment"]
+    assert 'export PATH="/opt/venv/bin:/opt/ckit-demo:$PATH"' in environment
+    assert run_time_env(environment)["PATH"] == "/opt/venv/bin:/opt/ckit-demo:/base/bin:/usr/bin:/bin"
 
 
 def test_labels_record_stack_parameters_and_version() -> None:
@@ -199,3 +232,20 @@ def test_apt_leaves_no_package_archives_in_the_layer(renderer, tmp_path) -> None
     text = renderer.render(Catalog.from_dirs([tmp_path]).resolve("a"))
     install = text.index("apt-get install -y --no-install-recommends less")
     assert install < text.index("apt-get clean", install) < text.index("rm -rf /var/lib/apt/lists/*", install)
+
+
+def _instructions(text: str) -> list[str]:
+    return [line.split()[0] for line in text.replace(" \\\n    ", " ").splitlines()
+            if line and not line.startswith(("#", " "))]
+
+
+def test_what_changes_most_comes_last_in_the_dockerfile(tmp_path: Path) -> None:
+    """The steps in the recipe's order; ENTRYPOINT/CMD after the last RUN, before the code copied after it; the
+    labels (whose fingerprint changes with any copied file) last. The .def keeps the same steps in %post."""
+    recipe = Catalog.from_dirs([write_readme_project(tmp_path)]).resolve("myapp")
+    text = dockerfile.render(recipe)
+    assert _instructions(text) == ["FROM", "ENV", "COPY", "RUN", "RUN", "RUN", "ENV", "RUN", "ENTRYPOINT", "CMD",
+                                   "COPY", "LABEL"]
+    assert 'CMD []\n\nCOPY ["files/2-app", "/workspace/app"]\n\nLABEL io.ckit.stack="myapp"' in text
+    no_run = replace(recipe, steps=tuple(s for s in recipe.steps if not isinstance(s, Run)))
+    assert _instructions(dockerfile.render(no_run))[:4] == ["FROM", "ENTRYPOINT", "CMD", "ENV"]

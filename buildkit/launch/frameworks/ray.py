@@ -1,10 +1,13 @@
 """Ray: head on the first node, workers on the others, wait until all nodes joined, run the driver, stop.
 
+The steps on the head's node after the head start once the head's port answers there (the batch shell runs on
+that node): in Pyxis they then share the head's container, whose /tmp holds Ray's sockets.
+
 The head's port derives from the job id (20000-29999: above Ray's worker ports 10002-19999, below the
 ephemeral range), so two Ray jobs sharing a node do not collide. Besides RAY_ADDRESS, the variables of NERSC's
 slurm-ray-cluster scripts (seed 001's tune example reads them): ``ip_head`` (the head's address) and
-``redis_password`` (Ray's default one: ckit's ``ray start`` sets none, and Ray 2 no longer asks for it). The wait gives up (and the job fails) when
-the head does not answer within a minute or not every node joined within five.
+``redis_password`` (Ray's default one: ckit's ``ray start`` sets none, and Ray 2 no longer asks for it). The wait
+gives up (and the job fails) when the head does not answer within a minute or not every node joined within five.
 """
 
 from __future__ import annotations
@@ -43,6 +46,15 @@ sys.exit("ray: not all nodes joined within 300 s")
 """
 REDIS_DEFAULT_PASSWORD = "5241590000000000"  # ray_constants.REDIS_DEFAULT_PASSWORD, what ray start uses
 RAY_PORT = "$((20000 + SLURM_JOB_ID % 10000))"
+# The batch shell runs on the head's node: the steps that talk to the head start once it answers there. A Pyxis
+# step joins a named container's namespaces (and its /tmp, which holds Ray's sockets) only while the container
+# runs; started earlier, the driver got a container of its own and Ray's client found no raylet socket.
+HEAD_UP = (
+    "for _ in $(seq 60); do  # the head's port, from this node",
+    '  if (exec 3<>"/dev/tcp/${RAY_HEAD_IP}/${RAY_PORT}") 2>/dev/null; then break; fi',
+    "  sleep 1",
+    "done",
+)
 
 
 class Ray(FrameworkBackend):
@@ -78,6 +90,7 @@ class Ray(FrameworkBackend):
             f"  {workers} &",
             '  ckit_ray_pids="${ckit_ray_pids} $!"',
             "fi",
+            *HEAD_UP,
             steps.srun(plan, names, ["python3", '"${CKIT_RUN_DIR}/ray_wait.py"', '"${SLURM_JOB_NUM_NODES}"'],
                        options=[*one, "--time=7"]),
             "ckit_rc=0",

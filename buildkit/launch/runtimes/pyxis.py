@@ -1,9 +1,14 @@
 """Pyxis/enroot: the container flags on each ``srun`` (never on ``#SBATCH`` lines: the batch script itself would
 run in the image, without srun).
 
-The container is named per job (``ckit-$SLURM_JOB_ID``), shared by the job's steps and removed when the job
-ends; ``--keep-container`` keeps it for later jobs under a name that follows the image: the file's size,
+The container is named per job (``ckit-$SLURM_JOB_ID``), shared by the job's steps and removed from every node
+when the job ends; a node where that fails says so in the job's output, and the job's exit code stays the
+program's. ``--keep-container`` keeps it for later jobs under a name that follows the image: the file's size,
 mtime and inode, or the reference's pinned digest, so a replaced image is never run from a stale container.
+
+enroot starts the command through a login shell unless ``ENROOT_LOGIN_SHELL`` says no, and the ``/etc/profile`` of
+a Debian or Ubuntu image resets PATH there: the job says no (Pyxis passes the job's variables on to enroot, all but
+its folders), so the image's ENV reaches the program as podman and singularity give it.
 """
 
 from __future__ import annotations
@@ -19,6 +24,27 @@ if TYPE_CHECKING:
 
 _KEY_OF_FILE = "stat -L -c '%n %s %Y %i' \"${CKIT_IMAGE}\" | sha256sum | cut -c 1-12"
 _KEY_OF_REF = "printf '%s' \"${CKIT_IMAGE}\" | sha256sum | cut -c 1-12"
+_LOGIN_SHELL = (
+    "# Without a login shell, whose /etc/profile resets PATH in Debian and Ubuntu images, the image's PATH and",
+    "# the rest of its ENV reach the program (Pyxis passes this variable on to enroot).",
+    "export ENROOT_LOGIN_SHELL=no")
+# Each node removes its copy with enroot as Pyxis runs it (enroot.conf, not the job's ENROOT_* folders, says where
+# containers are); a node where the container stays says so in the job's output.
+_REMOVE = (
+    "# The job's container is removed from every node when the job ends (enroot names it pyxis_NAME,",
+    "# or pyxis_JOBID_NAME with container_scope=job, which pyxis removes itself). A node where that fails",
+    "# says so below; the job's exit code stays the program's.",
+    "ckit_remove_container() {",
+    "  srun --export=ALL --ntasks-per-node=1 --kill-on-bad-exit=0 sh -c '",
+    '    left() { echo "ckit: warning: container $1 is left on $(hostname): $2" >&2; exit 1; }',
+    '    command -v enroot >/dev/null || left "$1" "enroot is not on the PATH of the job ($PATH); remove it there'
+    ' with: enroot remove --force $1"',
+    "    unset ENROOT_DATA_PATH ENROOT_RUNTIME_PATH ENROOT_LIBRARY_PATH ENROOT_SYSCONF_PATH",
+    '    enroot list | grep -qxF "$1" || exit 0',
+    '    out=$(enroot remove --force "$1" 2>&1) || left "$1" "enroot remove: $out"',
+    '  \' ckit-remove "pyxis_${ckit_container}" || true',
+    "}",
+    "trap ckit_remove_container EXIT")
 
 
 def pyxis_ref(ref: str) -> str:
@@ -46,17 +72,10 @@ class Pyxis(RuntimeBackend):
 
     def setup(self, plan: LaunchPlan) -> tuple[str, ...]:
         if not plan.request.keep_container:
-            return ('ckit_container="ckit-${SLURM_JOB_ID}"',
-                    "# The job's container is removed from every node when the job ends (enroot names it pyxis_NAME,",
-                    "# or pyxis_JOBID_NAME with container_scope=job, which pyxis removes itself).",
-                    "ckit_remove_container() {",
-                    '  srun --export=ALL --ntasks-per-node=1 enroot remove --force "pyxis_${ckit_container}" '
-                    '>/dev/null 2>&1 || true',
-                    "}",
-                    "trap ckit_remove_container EXIT")
+            return (*_LOGIN_SHELL, "", 'ckit_container="ckit-${SLURM_JOB_ID}"', *_REMOVE)
         assert plan.image is not None
         key = _KEY_OF_REF if plan.image.kind == "ref" else _KEY_OF_FILE
-        return (f'ckit_container="ckit-$({key})"',)
+        return (*_LOGIN_SHELL, "", f'ckit_container="ckit-$({key})"')
 
     def srun_words(self, plan: LaunchPlan, exports: Sequence[str]) -> list[str]:
         # one double-quoted word: site mounts may name $USER, the user's stay literal

@@ -3,13 +3,6 @@
 
 FROM localhost/debian:bookworm
 
-LABEL io.ckit.stack="demo" \
-    io.ckit.parameters="{\"debian\":{\"registry\":\"localhost\",\"release\":\"bookworm\"},\"env\":{\"vars\":[\"CKIT_DEMO_GREETING=hello from ckit\",\"PATH=/opt/ckit-demo:\$PATH\"]},\"files\":{\"dest\":\"/opt/ckit-demo\",\"src\":\"files/demo\"},\"labels\":{\"values\":[\"org.opencontainers.image.title=ckit demo\"]},\"shell\":{\"commands\":[\"chmod 0755 /opt/ckit-demo/hello\",\"hello --version > /opt/ckit-demo/build-check.txt\"]}}" \
-    io.ckit.version="0.1.0" \
-    io.ckit.fingerprint="cdd38f2e25394df0b9fe61ef6773be7ffa6605c58fa2ba81bf3e481055fc586b" \
-    org.opencontainers.image.base.name="localhost/debian:bookworm" \
-    org.opencontainers.image.title="ckit demo"
-
 ENV CKIT_DEMO_GREETING="hello from ckit" \
     PATH="/opt/ckit-demo:$PATH"
 
@@ -20,3 +13,10 @@ RUN chmod 0755 /opt/ckit-demo/hello && \
 
 ENTRYPOINT ["hello"]
 CMD ["--greet"]
+
+LABEL io.ckit.stack="demo" \
+    io.ckit.parameters="{\"debian\":{\"registry\":\"localhost\",\"release\":\"bookworm\"},\"env\":{\"vars\":[\"CKIT_DEMO_GREETING=hello from ckit\",\"PATH=/opt/ckit-demo:\$PATH\"]},\"files\":{\"dest\":\"/opt/ckit-demo\",\"src\":\"files/demo\"},\"labels\":{\"values\":[\"org.opencontainers.image.title=ckit demo\"]},\"shell\":{\"commands\":[\"chmod 0755 /opt/ckit-demo/hello\",\"hello --version > /opt/ckit-demo/build-check.txt\"]}}" \
+    io.ckit.version="0.1.0" \
+    io.ckit.fingerprint="cdd38f2e25394df0b9fe61ef6773be7ffa6605c58fa2ba81bf3e481055fc586b" \
+    org.opencontainers.image.base.name="localhost/debian:bookworm" \
+    org.opencontainers.image.title="ckit demo"

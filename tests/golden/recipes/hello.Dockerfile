@@ -3,13 +3,6 @@
 
 FROM docker.io/library/debian:bookworm
 
-LABEL io.ckit.stack="hello" \
-    io.ckit.parameters="{\"debian\":{\"registry\":\"docker.io/library\",\"release\":\"bookworm\"},\"env\":{\"vars\":[\"CKIT_DEMO_GREETING=hello from ckit\",\"PATH=/opt/ckit-demo:\$PATH\"]},\"files\":{\"dest\":\"/opt/ckit-demo\",\"src\":\"files/demo\"},\"labels\":{\"values\":[\"org.opencontainers.image.title=ckit hello\"]},\"shell\":{\"commands\":[\"chmod 0755 /opt/ckit-demo/hello\",\"hello --version > /opt/ckit-demo/build-check.txt\"]}}" \
-    io.ckit.version="0.1.0" \
-    io.ckit.fingerprint="2b5925a824ccef773dd2a8d01cb48e12829df4fc5fdd04a37ae5264c9db6fcc8" \
-    org.opencontainers.image.base.name="docker.io/library/debian:bookworm" \
-    org.opencontainers.image.title="ckit hello"
-
 ENV CKIT_DEMO_GREETING="hello from ckit" \
     PATH="/opt/ckit-demo:$PATH"
 
@@ -20,3 +13,10 @@ RUN chmod 0755 /opt/ckit-demo/hello && \
 
 ENTRYPOINT ["hello"]
 CMD ["--greet"]
+
+LABEL io.ckit.stack="hello" \
+    io.ckit.parameters="{\"debian\":{\"registry\":\"docker.io/library\",\"release\":\"bookworm\"},\"env\":{\"vars\":[\"CKIT_DEMO_GREETING=hello from ckit\",\"PATH=/opt/ckit-demo:\$PATH\"]},\"files\":{\"dest\":\"/opt/ckit-demo\",\"src\":\"files/demo\"},\"labels\":{\"values\":[\"org.opencontainers.image.title=ckit hello\"]},\"shell\":{\"commands\":[\"chmod 0755 /opt/ckit-demo/hello\",\"hello --version > /opt/ckit-demo/build-check.txt\"]}}" \
+    io.ckit.version="0.1.0" \
+    io.ckit.fingerprint="2b5925a824ccef773dd2a8d01cb48e12829df4fc5fdd04a37ae5264c9db6fcc8" \
+    org.opencontainers.image.base.name="docker.io/library/debian:bookworm" \
+    org.opencontainers.image.title="ckit hello"

@@ -4,11 +4,11 @@
 
 FROM nvcr.io/nvidia/tensorflow:20.09-tf2-py3
 
+# check which frameworks, controllers and operations the image's Horovod was built with
+RUN horovodrun --check-build
+
 LABEL io.ckit.stack="tensorflow-horovod" \
     io.ckit.parameters="{\"horovod-check\":{},\"ngc-tensorflow\":{\"release\":\"20.09\",\"variant\":\"tf2\"}}" \
     io.ckit.version="0.1.0" \
     io.ckit.fingerprint="af497fef6fd6ed88cba0e4d93c6d4ef374984f2a4bbb2f76b3551d7dea30f05a" \
     org.opencontainers.image.base.name="nvcr.io/nvidia/tensorflow:20.09-tf2-py3"
-
-# check which frameworks, controllers and operations the image's Horovod was built with
-RUN horovodrun --check-build

@@ -1,0 +1,99 @@
+"""Rebuild after a one-line code change, against a fully cached build (``python -m tests.bench rebuild``).
+
+The recipe is the README's first one ("Your first recipe": hello, python, pip, and the user's code as
+``files as code``), written as the README prints it, built with ``--set debian.registry=localhost/ckit-bench``: on
+the local ``localhost/debian:bookworm`` like the demo stack, plus this machine's CA bundle and ``PIP_CERT``, so that
+pip in the image gets through the TLS-inspecting proxy (``localhost/ckit-bench/debian:bookworm``, made by the
+engine; apt and pip need the network the first time, the engine's cache after that).
+
+Both are timed as the user runs them, the whole ``ckit build`` command: a cached build is one whose build key the
+engine has (nothing to build), a rebuild is one after a line was appended to ``app/main.py`` (a new key: the
+engine runs the steps the change invalidates). Target: the rebuild takes at most 3× the cached build; the steps the
+engine ran are counted from its log (``STEP n/N`` without ``--> Using cache``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from buildkit import process
+from tests.bench import BenchResult
+from tests.infra import components
+
+REPO = Path(__file__).resolve().parents[2]
+CKIT = [sys.executable, "-m", "buildkit.cli"]
+TRIALS = 7
+BASE = "localhost/ckit-bench/debian:bookworm"
+TAG = "localhost/ckit-bench/myapp:rebuild"  # kept: the next run finds the apt and pip steps in the engine's cache
+
+
+def _base_with_the_ca() -> None:
+    from buildkit.engine.base import BuildRequest
+    from buildkit.engine.docker import DockerEngine
+    from buildkit.render.context import ContextFile
+
+    ca = Path(os.environ.get("PIP_CERT") or "/etc/ssl/certs/ca-certificates.crt").read_bytes()
+    dockerfile = (b"FROM localhost/debian:bookworm\nCOPY site-ca.crt /etc/ssl/certs/site-ca.crt\n"
+                  b"ENV PIP_CERT=/etc/ssl/certs/site-ca.crt\n")
+    context = [ContextFile("Dockerfile", dockerfile, 0o644), ContextFile("site-ca.crt", ca, 0o644)]
+    DockerEngine().build(BuildRequest(context, "bench-base", BASE), lambda event: None)
+
+
+def _build(project: Path, env: dict[str, str]) -> tuple[float, dict, list[tuple[str, bool]]]:
+    """Seconds, the --json summary, and the engine's steps (instruction, whether it ran)."""
+    argv = [*CKIT, "--recipes", str(project), "build", "myapp", "--set", "debian.registry=localhost/ckit-bench",
+            "--tag", TAG, "--json"]
+    started = time.monotonic()
+    done = process.run(argv, env=env, cwd=REPO, step="ckit build myapp")
+    seconds = time.monotonic() - started
+    steps: list[tuple[str, bool]] = []
+    for line in done.stderr.splitlines():
+        if line.startswith("STEP "):
+            steps.append((line.split(": ", 1)[-1], not line.split(": ", 1)[-1].startswith("FROM ")))
+        elif line.startswith("--> Using cache") and steps:
+            steps[-1] = (steps[-1][0], False)
+    return seconds, json.loads(done.stdout), steps
+
+
+def run() -> list[BenchResult]:
+    import docker
+
+    from tests.infra.containers import remove_replaced
+    from tests.unit.test_first_hour_rules import write_readme_project
+
+    components.start(["podman", "debian"])
+    env = {**components.get("podman").env(), "COLUMNS": "400"}
+    os.environ.update(env)
+    _base_with_the_ca()
+    with tempfile.TemporaryDirectory(prefix="ckit-bench-rebuild-") as tmp:
+        env = {**os.environ, **env, "CKIT_CACHE_DIR": str(Path(tmp) / "cache")}
+        project = write_readme_project(Path(tmp))
+        first, _, _ = _build(project, env)  # the engine has the recipe's layers now (from a cache, or built)
+        cached, rebuilt = [], []
+        for n in range(TRIALS):  # in pairs, so that both see the same load on a shared machine
+            cached.append(_build(project, env))
+            main = project / "app/main.py"
+            main.write_text(main.read_text() + f"print({n}, {time.time_ns()})\n")  # one line, new to the engine
+            rebuilt.append(_build(project, env))
+        # each rebuild left the image before it without a name (its code is this run's own: removed by ID)
+        remove_replaced(docker.from_env(), [summary["artifacts"][0]["digest"] for _, summary, _ in rebuilt[:-1]])
+    assert all(summary["artifacts"][0]["cache_hit"] for _, summary, _ in cached), "a cached build built"
+    assert not any(summary["artifacts"][0]["cache_hit"] for _, summary, _ in rebuilt), "a rebuild was a cache hit"
+    hit, again = statistics.median(s for s, _, _ in cached), statistics.median(s for s, _, _ in rebuilt)
+    ratio = statistics.median(r[0] / c[0] for r, c in zip(rebuilt, cached, strict=True))
+    steps = rebuilt[-1][2]
+    ran = [text.split()[0] for text, ran in steps if ran]
+    detail = (f"median of {TRIALS} pairs; rebuild {again:.2f} s, cached {hit:.2f} s (medians); the engine ran "
+              f"{len(ran)} of {len(steps)} steps ({' '.join(ran)}); first build of the run {first:.1f} s")
+    return [
+        BenchResult("rebuild after a one-line code change / cached build", ratio, "x", "<= 3", detail),
+        BenchResult("rebuild after a one-line code change (README recipe)", again, "s", "",
+                    "whole `ckit build` command, Python start included"),
+        BenchResult("steps the engine ran in that rebuild", len(ran), "", "", " ".join(ran)),
+    ]
