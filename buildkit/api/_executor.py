@@ -225,13 +225,13 @@ class Executor(core.PicklingExecutor):
 
         want = local_versions()
         words = [f"{k}={v}" for k, v in want.items()]
-        mounts = self.request.mounts
-        if not self.folder.is_relative_to(self.cwd):  # the tasks see the submit folder; the pickles' too
-            mounts += (f"{self.folder}:{self.folder}",)
-        request = replace(self.request, mounts=mounts, output=str(self.folder / "%j_log.out"),
+        request = replace(self.request, output=str(self.folder / "%j_log.out"),
                           command=(self.python, "-u", "-c", BOOTSTRAP, str(self.folder), *words),
                           env=(*self.request.env, ("SUBMITIT_EXECUTOR", "slurm")))
         plan = plan_launch(self.site, request)
+        if plan.runtime.kind != "none" and not self.folder.is_relative_to(self.cwd):
+            # a container sees the submit folder; the pickles' folder is bound in too
+            plan = plan_launch(self.site, replace(request, mounts=(*request.mounts, f"{self.folder}:{self.folder}")))
         if self.check_image and plan.image is not None and plan.image.value not in self._checked:
             check_image(plan, self.python, want)
             self._checked.add(plan.image.value)

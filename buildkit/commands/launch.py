@@ -18,7 +18,9 @@ Many = list[str] | None
 @app.command(context_settings={"allow_interspersed_args": False})
 def launch(
     site: Annotated[str, Opt("--site", help="Site profile (ckit sites).")],
-    command: Annotated[list[str] | None, typer.Argument(metavar="-- COMMAND [ARGS…]", help="Program to run.")] = None,
+    command: Annotated[list[str] | None, typer.Argument(metavar="-- COMMAND [ARGS…]", help=(
+        "Program to run. Its words may name the job's variables ($NAME, ${NAME}: read per task where it starts; "
+        "$$ is a literal $); nothing else is evaluated."))] = None,
     image: Annotated[str | None, Opt("--image", metavar="REF|PATH|STACK", help="Image to run.")] = None,
     framework: Annotated[str, Opt("--framework", help=frameworks.REGISTRY.help() + ".")] = "none",
     launcher: Annotated[str | None, Opt("--launcher", help="; ".join(
@@ -37,7 +39,8 @@ def launch(
     account: Annotated[str | None, Opt("-A", "--account", help="Project account.")] = None,
     comment: Annotated[str | None, Opt("--comment", help="Job comment (neuron: the application).")] = None,
     name: Annotated[str, Opt("-J", "--job-name", "--name", help="Job name.")] = "ckit",
-    env: Annotated[Many, Opt("--env", metavar="K=V", help="Environment (repeatable).")] = None,
+    env: Annotated[Many, Opt("--env", metavar="K=V", help=(
+        "Environment (repeatable). V may name variables ($PATH, ${USER}: read per task; $$ is a literal $)."))] = None,
     mount: Annotated[Many, Opt("--mount", metavar="SRC:DST[:ro]", help="Bind mount (repeatable).")] = None,
     runtime: Annotated[str | None, Opt("--runtime", help=runtimes.REGISTRY.help()
                                        + " (default: the site's first).")] = None,
@@ -53,6 +56,18 @@ def launch(
     network_interface: Annotated[str | None, Opt("--network-interface", help="Interface for Gloo.")] = None,
     keep_container: Annotated[bool, Opt("--keep-container", help="pyxis: keep the container for later jobs "
                                                                   "(named after the image's content).")] = False,
+    array: Annotated[str | None, Opt("--array", metavar="INDEXES", help=(
+        "A job array (sbatch --array: 0-9, 1,3,5, 0-99%10); each task reads $SLURM_ARRAY_TASK_ID."))] = None,
+    after: Annotated[Many, Opt("--after", metavar="JOB", help=(
+        "Start only after JOB ended successfully (sbatch --dependency=afterok; repeatable)."))] = None,
+    interactive: Annotated[bool, Opt("--interactive", help=(
+        "An allocation with a terminal on its first node instead of a batch job (salloc): the job's modules, "
+        "conda/venv and the framework's variables are set; srun starts steps on every node."))] = False,
+    fetch: Annotated[Many, Opt("--fetch", metavar="SHELL", help=(
+        "A shell line run here, in the image, before the job (downloads for compute nodes without "
+        "internet; repeatable)."))] = None,
+    endpoint: Annotated[Many, Opt("--endpoint", metavar="NAME", help=(
+        "Apulis: tick an endpoint of the job form (ssh, jupyter, tensorboard; repeatable)."))] = None,
     output: Annotated[str | None, Opt("-o", "--output", metavar="LOG",
                                       help="The job's log (sbatch's -o; default NAME-%j.out).")] = None,
     error: Annotated[str | None, Opt("-e", "--error", metavar="LOG", help="A separate log for stderr.")] = None,
@@ -69,15 +84,18 @@ def launch(
 ) -> None:
     """Write a job for SITE, check it against the site's rules and submit it."""
     from .. import api
+    from ..launch.schedulers.slurm import SHELL
 
     request = LaunchRequest(
-        command=tuple(command or ()), image=image, framework=framework, launcher=launcher, rank_table=rank_table,
+        command=tuple(command or (SHELL if interactive else ())), image=image, framework=framework,
+        launcher=launcher, rank_table=rank_table,
         nodes=nodes, gpus_per_node=gpus_per_node, tasks_per_node=tasks_per_node, cpus_per_task=cpus_per_task,
         time=time, partition=partition, account=account, comment=comment, name=name, env=api.env_pairs(env or ()),
         mounts=tuple(mount or ()), runtime=runtime, gloo=gloo, network_interface=network_interface,
         devices_per_node=devices_per_node, workdir=workdir, modules=tuple(module or ()), conda=conda, venv=venv,
         pre=tuple(pre or ()), output=output, error=error, mail_type=mail_type, mail_user=mail_user,
-        keep_container=keep_container, mpi=mpi)
+        keep_container=keep_container, mpi=mpi, array=array, after=tuple(after or ()), interactive=interactive,
+        fetch=tuple(fetch or ()), endpoints=tuple(endpoint or ()))
     plan = api.plan_launch(site, request, sites=SETTINGS.sites_dirs)
     for message in plan.warnings:
         warn(message)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from ..config.searchpath import suggest
 from ..errors import ConfigError
 from ..site.model import Partition, Runtime, Site
+from . import words
 from .shell import ENV_NAME, check_sbatch_value, time_minutes
 
 RANK_TABLES = ("v1", "legacy")
@@ -23,6 +24,9 @@ _MAIL_TYPES = ("NONE", "BEGIN", "END", "FAIL", "REQUEUE", "ALL", "INVALID_DEPEND
                "TIME_LIMIT_90", "TIME_LIMIT_80", "TIME_LIMIT_50", "ARRAY_TASKS")
 _MAIL_USER = re.compile(r"^[A-Za-z0-9._%+-]+(@[A-Za-z0-9.-]+)?$")
 _MODULE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+/-]*$")
+_ARRAY = re.compile(r"^\d+(-\d+(:\d+)?)?(,\d+(-\d+(:\d+)?)?)*(%\d+)?$")
+_JOB_ID = re.compile(r"^\d+(_\d+)?$")
+ENDPOINTS = ("ssh", "jupyter", "tensorboard")
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,29 @@ class LaunchRequest:
     mail_user: str | None = None
     keep_container: bool = False
     mpi: str | None = None
+    array: str | None = None
+    after: tuple[str, ...] = ()
+    interactive: bool = False
+    fetch: tuple[str, ...] = ()
+    endpoints: tuple[str, ...] = ()
+
+
+# The command line's spelling of each request field, for the messages that refuse one.
+FLAGS = {"image": "--image", "launcher": "--launcher", "rank_table": "--rank-table", "nodes": "-N/--nodes",
+         "gpus_per_node": "--gpus-per-node", "tasks_per_node": "--ntasks-per-node", "cpus_per_task": "-c/--cpus-per-task",
+         "time": "-t/--time", "partition": "-p/--partition", "account": "-A/--account", "comment": "--comment",
+         "name": "-J/--job-name", "env": "--env", "mounts": "--mount", "runtime": "--runtime", "gloo": "--gloo",
+         "network_interface": "--network-interface", "devices_per_node": "--devices-per-node",
+         "workdir": "--workdir", "modules": "--module", "conda": "--conda", "venv": "--venv", "pre": "--pre",
+         "output": "-o/--output", "error": "-e/--error", "mail_type": "--mail-type", "mail_user": "--mail-user",
+         "keep_container": "--keep-container", "mpi": "--mpi", "array": "--array", "after": "--after",
+         "interactive": "--interactive", "fetch": "--fetch", "endpoints": "--endpoint"}
+
+
+def given(request: LaunchRequest, name: str) -> bool:
+    """Whether the user set the field ``name`` (it differs from its default)."""
+    default = LaunchRequest.__dataclass_fields__[name].default
+    return bool(getattr(request, name) != default)
 
 
 @dataclass(frozen=True)
@@ -161,6 +188,21 @@ def _check_sbatch_fields(req: LaunchRequest) -> None:
         if value is not None and not _LOG_PATH.fullmatch(value):
             raise ConfigError(f"{flag} {value!r}: a log file name without spaces or shell characters",
                               hint=f"e.g. {flag} %x-%j.log (sbatch's %j job id, %x job name, %N node)")
+        if value is not None and "/" in value and re.search(r"%(?![xu%])", value.rsplit("/", 1)[0]):
+            raise ConfigError(f"{flag} {value!r}: its folder names something only the job knows; Slurm opens the "
+                              "log before the job starts and creates no folder, so ckit makes it first",
+                              hint=f"keep %j and the like in the file name: {flag} out/%x.o%j")
+    if req.array is not None and not _ARRAY.fullmatch(req.array):
+        raise ConfigError(f"--array {req.array!r} is not sbatch's index list",
+                          hint="e.g. --array 0-9, --array 1,3,5 or --array 0-99%10 (at most 10 at once)")
+    for job in req.after:
+        if not _JOB_ID.fullmatch(job):
+            raise ConfigError(f"--after {job!r} is not a job id", hint="e.g. --after 12345 (repeat it for more)")
+    for endpoint in req.endpoints:
+        if endpoint not in ENDPOINTS:
+            raise ConfigError(f"--endpoint {endpoint!r} is not one of the platform's", hint=", ".join(ENDPOINTS))
+    if req.interactive and req.array:
+        raise ConfigError("--interactive opens one allocation; --array submits many jobs", hint="drop one of them")
     if req.mail_type is not None and not all(t in _MAIL_TYPES for t in req.mail_type.split(",")):
         raise ConfigError(f"--mail-type {req.mail_type!r} is not sbatch's", hint=f"one or more of: {', '.join(_MAIL_TYPES)}")
     if req.mail_user is not None and not _MAIL_USER.fullmatch(req.mail_user):
@@ -177,9 +219,12 @@ def _check_request(req: LaunchRequest) -> None:
         if value is not None and (value < (0 if flag == "--gpus-per-node" else 1)):
             raise ConfigError(f"{flag} {value} is out of range", hint=f"give a positive {flag}")
     _check_sbatch_fields(req)
-    for key, _ in req.env:
+    for key, text in req.env:
         if not ENV_NAME.fullmatch(key):
             raise ConfigError(f"--env {key!r}: not a variable name", hint="use letters, digits and _ (K=V)")
+        words.parse(text, f"--env {key}")
+    for index, arg in enumerate(req.command):
+        words.parse(arg, f"argument {index + 1} of the command")
     for mount in req.mounts:
         parts = mount.split(":")
         if len(parts) not in (2, 3) or not all(_MOUNT_PATH.fullmatch(p) for p in parts[:2]) or \
@@ -192,10 +237,11 @@ def _check_request(req: LaunchRequest) -> None:
     for module in req.modules:
         if not _MODULE.fullmatch(module):
             raise ConfigError(f"--module {module!r} is not a module name", hint="e.g. --module cuda/11.4")
-    for flag, line in [("--conda", req.conda), ("--venv", req.venv), *(("--pre", p) for p in req.pre)]:
+    for flag, line in [("--conda", req.conda), ("--venv", req.venv), *(("--pre", p) for p in req.pre),
+                       *(("--fetch", f) for f in req.fetch)]:
         if line is not None and ("\n" in line or "\0" in line or not line.strip()):
             raise ConfigError(f"{flag} {line!r}: one non-empty line", hint=f"repeat {flag} for more" if
-                              flag == "--pre" else f"give the {flag.lstrip('-')} environment's name or path")
+                              flag in ("--pre", "--fetch") else f"give the {flag.lstrip('-')} environment's name or path")
 
 
 def _resources(site: Site, part: Partition | None, req: LaunchRequest, per_node: bool) -> tuple[int, int, int]:
@@ -216,8 +262,10 @@ def _partition(site: Site, req: LaunchRequest, uses_partitions: bool) -> Partiti
         return None
     part = site.partition(req.partition)
     if part is None:
-        raise ConfigError(f"{site.name} has no partition '{req.partition}'",
-                          hint=suggest(req.partition or "", [p.name for p in site.partitions]))
+        retired = dict(site.retired_partitions).get(req.partition or "")
+        raise ConfigError(f"{site.name} has no partition '{req.partition}'" + (f": {retired}" if retired else ""),
+                          hint=suggest(req.partition or "", [p.name for p in site.partitions]) or
+                          f"one of: {', '.join(p.name for p in site.partitions)}")
     return part
 
 
@@ -241,6 +289,8 @@ def plan_launch(site: Site, request: LaunchRequest, facts: ImageFacts | None = N
     from .rules import enforce
 
     _check_request(request)
+    for key, value in site.env:
+        words.parse(value, f"site {site.name} env {key}")
     scheduler = schedulers.REGISTRY.get(site.scheduler, f"site {site.name} scheduler")
     framework = frameworks.REGISTRY.get(request.framework, "--framework")
     scheduler.check_framework(site, framework.name)
@@ -251,7 +301,7 @@ def plan_launch(site: Site, request: LaunchRequest, facts: ImageFacts | None = N
     image = classify_image(request.image, site, runtime) if request.image else None
     image = scheduler.image(site, image)
     backend.check(site, request, image, facts or ImageFacts())
-    if not request.command and framework.needs_command:
+    if not request.command and framework.needs_command and not request.interactive:
         raise ConfigError("no command given", hint="add it after --: ckit launch … -- python train.py")
     gpus, tasks, cpus = _resources(site, part, request, framework.one_task_per_node(launcher))
     plan = LaunchPlan(site=site, request=request, partition=part, runtime=runtime, image=image,
@@ -262,4 +312,13 @@ def plan_launch(site: Site, request: LaunchRequest, facts: ImageFacts | None = N
                       venv=request.venv or site.venv, rank_table=request.rank_table or site.rank_table or "v1")
     framework.check(plan)
     backend.check_plan(plan)
+    if request.fetch and backend.srun_words(plan, ()):
+        raise ConfigError(f"--fetch runs in the image on this machine, and --runtime {runtime.kind} starts "
+                          "containers only in a Slurm job", hint="download in the job itself where the nodes have "
+                          "internet, or with the runtime's own tools here (enroot start IMAGE …)")
+    refused = list(dict.fromkeys([*scheduler.refusals(plan), *framework.refusals(plan)]))
+    if refused:
+        raise ConfigError(refused[0] if len(refused) == 1 else
+                          f"{len(refused)} options cannot be honoured:\n  " + "\n  ".join(refused),
+                          hint="drop them, or do what each message says instead")
     return replace(plan, warnings=enforce(plan))

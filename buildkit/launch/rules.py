@@ -48,6 +48,9 @@ def violations(plan: LaunchPlan) -> list[str]:
         if part.max_time and plan.time and time_minutes(plan.time) > time_minutes(part.max_time):
             out.append(f"{site.name} partition {part.name} allows at most {part.max_time}, you asked for {plan.time} "
                        f"(rule partitions.{part.name}.max_time): lower --time or choose a longer partition")
+        if part.node_count and plan.nodes > part.node_count:
+            out.append(f"{site.name} partition {part.name} has {part.node_count} node(s) ({part.nodes}), you asked for "
+                       f"{plan.nodes} (rule partitions.{part.name}.nodes): lower -N or choose another --partition")
         if part.max_gpus_per_user and plan.total_gpus > part.max_gpus_per_user:
             out.append(f"{site.name} partition {part.name} allows {part.max_gpus_per_user} GPUs per user, you asked "
                        f"for {plan.total_gpus} (rule partitions.{part.name}.max_gpus_per_user): use fewer nodes")

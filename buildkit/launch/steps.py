@@ -8,40 +8,88 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from . import runtimes
+from . import runtimes, words
 from .plan import LaunchPlan
 from .shell import q
 
 TASK_ARGV0 = "ckit-task"
+ARGS_ARGV0 = "ckit-args"
+
+
+def job_env(plan: LaunchPlan) -> tuple[list[tuple[str, str]], list[tuple[str, tuple[words.Part, ...]]]]:
+    """The site's env, then ``--env`` (which wins): literal values (exported by the batch script, passed into
+    containers by name) and values that name variables (set per task where the program starts)."""
+    merged: dict[str, str] = dict(plan.site.env)
+    merged.update(dict(plan.env))
+    plain, per_task = [], []
+    for name, value in merged.items():
+        parts = words.parse(value, f"--env {name}")
+        if words.refs(parts):
+            per_task.append((name, parts))
+        else:
+            plain.append((name, words.text_of(parts)))
+    return plain, per_task
+
+
+def env_prelude(plan: LaunchPlan) -> str:
+    """``export NAME="…${VAR}…"; `` for each value that names variables, read in the task (sh text)."""
+    _, per_task = job_env(plan)
+    return "".join(f"export {name}={words.sh_word(parts)}; " for name, parts in per_task)
 
 
 def runtime_of(plan: LaunchPlan) -> runtimes.RuntimeBackend:
     return runtimes.REGISTRY.get(plan.runtime.kind, "--runtime")
 
 
-def program(plan: LaunchPlan, exports: Sequence[str], words: Sequence[str], task_script: str | None = None,
+class ArgsScript(list[str]):
+    """The command as ``sh -c 'set -- WORDS; exec "$@"' ckit-args``: its words name variables, read where it starts.
+    ``setter`` is the ``set -- WORDS; `` part, which the image's ENTRYPOINT step takes over (one shell, not two)."""
+
+    def __init__(self, setter: str) -> None:
+        super().__init__(["sh", "-c", q(setter + 'exec "$@"'), ARGS_ARGV0])
+        self.setter = setter
+
+
+def program(plan: LaunchPlan, exports: Sequence[str], argv: Sequence[str], task_script: str | None = None,
             tty: bool = False) -> list[str]:
-    """The runtime call plus the program; ``task_script`` (sh text using "$@") runs inside the container per task."""
-    inner = list(words)
-    if task_script is not None:
-        inner = ["sh", "-c", q(task_script), TASK_ARGV0, *inner]
+    """The runtime call plus the program; ``task_script`` (sh text using "$@") runs inside the container per task,
+    before the image's ENTRYPOINT (a runtime that runs it), which runs right before the program."""
+    inner = list(argv)
+    entry = None if tty else runtime_of(plan).entry_word(plan)  # a terminal is a shell, as `singularity shell`
+    if entry and isinstance(argv, ArgsScript):
+        inner = ["/bin/sh", "-c", q(argv.setter) + entry, "ckit-entrypoint"]
+    elif entry:
+        inner = ["/bin/sh", "-c", entry, "ckit-entrypoint", *inner]
+    prelude = env_prelude(plan)  # the --env values that name variables, before the framework's own per-task lines
+    if task_script is not None or prelude:
+        inner = ["sh", "-c", q(prelude + (task_script or 'exec "$@"')), TASK_ARGV0, *inner]
     return [*runtime_of(plan).task_words(plan, exports, tty), *inner]
 
 
-def srun(plan: LaunchPlan, exports: Sequence[str], words: Sequence[str], *, task_script: str | None = None,
+def srun(plan: LaunchPlan, exports: Sequence[str], argv: Sequence[str], *, task_script: str | None = None,
          options: Sequence[str] = (), mpi: bool = False, tty: bool = False) -> str:
     """One ``srun`` line that runs ``words`` (already shell words) in every task of the step."""
     # --kill-on-bad-exit: a rank that fails ends the step; the others would otherwise wait in their first
-    # collective (or MPI's PMIx fence) until the time limit, burning the allocation
-    head = ["srun", *(["--pty"] if tty else ["--kill-on-bad-exit=1"]), "--export=ALL"]
+    # collective (or MPI's PMIx fence) until the time limit, burning the allocation. A terminal's step overlaps:
+    # the steps started from it (srun in an interactive allocation) would otherwise wait for its CPUs forever.
+    head = ["srun", *(["--pty", "--overlap"] if tty else ["--kill-on-bad-exit=1"]), "--export=ALL"]
     if mpi and plan.mpi_plugin:
         head.append(f"--mpi={plan.mpi_plugin}")
     head += list(options)
     if plan.runtime.kind == "none" and plan.request.workdir:
         head.append(f"--chdir={q(plan.request.workdir)}")
     head += runtime_of(plan).srun_words(plan, exports)
-    return " ".join([*head, *program(plan, exports, words, task_script, tty)])
+    return " ".join([*head, *program(plan, exports, argv, task_script, tty)])
+
+
+def command_words(command: Sequence[str]) -> list[str]:
+    """The command as shell words: as given when no argument names a variable; else a small ``sh -c`` that
+    reads them where the program starts (after a launcher set RANK and the like) and execs it."""
+    parsed = [words.parse(arg, f"argument {i + 1} of the command") for i, arg in enumerate(command)]
+    if not any(words.refs(p) for p in parsed):
+        return [q(words.text_of(p)) for p in parsed]
+    return ArgsScript("set -- " + " ".join(words.sh_word(p) for p in parsed) + "; ")
 
 
 def user_words(plan: LaunchPlan) -> list[str]:
-    return [q(a) for a in plan.command]
+    return command_words(plan.command)

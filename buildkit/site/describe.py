@@ -73,6 +73,8 @@ def site_text(site: Site) -> str:
         fields += [part.arch] if part.arch != "x86_64" else []
         fields += [part.note] if part.note else []
         out.append(_line(site, key, f"partition {part.name}{marks}", ", ".join(fields)))
+    for name, why in site.retired_partitions:
+        out.append(_line(site, "retired_partitions", f"partition {name} (gone)", why))
     out += _runtime_lines(site)
     for key, label, value in [("mpi_plugin", "srun --mpi", site.mpi_plugin),
                               ("network_interface", "network interface", site.network_interface),

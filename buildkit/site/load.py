@@ -112,6 +112,7 @@ def _build(data: dict[str, Any], path: Path) -> Site:
         squashfs_compressions=tuple(data.get("squashfs_compressions", ())),
         login=data.get("login"),
         partitions=tuple(_partition(n, p) for n, p in data.get("partitions", {}).items()),
+        retired_partitions=tuple(data.get("retired_partitions", {}).items()),
         default_partition=data.get("default_partition"),
         runtimes=tuple(Runtime(kind=r["kind"], module=r.get("module"), command=r.get("command"),
                                flags=tuple(r.get("flags", ())), version=r.get("version"), enroot=r.get("enroot"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +36,34 @@ class Partition:
     arch: str = "x86_64"
     internet: bool | None = None
     note: str = ""
+
+    @property
+    def node_count(self) -> int | None:
+        """How many nodes ``nodes`` names (Slurm's hostlist: ``gpu[01-05,08]``, ``a,b``); None when not given."""
+        return hostlist_count(self.nodes) if self.nodes else None
+
+
+def hostlist_count(hostlist: str) -> int | None:
+    """The number of hosts in a Slurm hostlist expression (``gpu[01-05,08],login1``); None when it is not one."""
+    items, depth, start = [], 0, 0
+    for index, char in enumerate(hostlist + ","):
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            items.append(hostlist[start:index])
+            start = index + 1
+    total = 0
+    for item in items:
+        if not item.strip():
+            return None
+        count = 1
+        for group in re.findall(r"\[([^\]]*)\]", item):
+            spans = [span.partition("-") for span in group.split(",")]
+            if not all(low.isdigit() and (not high or high.isdigit() and int(high) >= int(low))
+                       for low, _, high in spans):
+                return None
+            count *= sum(int(high) - int(low) + 1 if high else 1 for low, _, high in spans)
+        total += count
+    return total
 
 
 @dataclass(frozen=True)
@@ -90,6 +119,7 @@ class Site:
     squashfs_compressions: tuple[str, ...]
     login: str | None = None
     partitions: tuple[Partition, ...] = ()
+    retired_partitions: tuple[tuple[str, str], ...] = ()  # (name, why it is gone and what replaces it)
     default_partition: str | None = None
     runtimes: tuple[Runtime, ...] = ()
     mpi_plugin: str | None = None

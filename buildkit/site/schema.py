@@ -36,7 +36,7 @@ PARTITION = _obj("One Slurm partition.", {
     "max_time": _str("Walltime limit in Slurm's form (D-HH:MM:SS, HH:MM:SS or minutes).", pattern=_SLURM_TIME),
     "max_jobs_per_user": _int("Jobs one user may have queued or running in this partition.", 1),
     "max_gpus_per_user": _int("GPUs one user may hold at once in this partition.", 1),
-    "nodes": _str("Node list in Slurm's hostlist form, for information."),
+    "nodes": _str("Node list in Slurm's hostlist form; -N may not exceed the nodes it names."),
     "arch": {"enum": ["x86_64", "aarch64"], "description": "CPU architecture of the nodes."},
     "internet": {"type": "boolean", "description": "Overrides the site's compute_internet for this partition."},
     "note": _str("A remark shown by `ckit sites show`."),
@@ -92,6 +92,9 @@ SITE_SCHEMA: dict[str, Any] = _obj("A ckit site profile.", {
     "login": _str("Login or submit host, for information."),
     "partitions": {"type": "object", "description": "Partitions by name.", "minProperties": 1,
                    "propertyNames": {"pattern": r"^[A-Za-z0-9_.-]+$"}, "additionalProperties": PARTITION},
+    "retired_partitions": {"type": "object", "description": "Partitions older guides name that the site no longer "
+                           "has, each with why and what replaces it (said when --partition names one).",
+                           "additionalProperties": {"type": "string"}},
     "default_partition": _str("Partition used when --partition is not given."),
     "runtimes": {"type": "array", "description": "Runtimes on the compute nodes; the first is the default.",
                  "minItems": 1, "items": RUNTIME},

@@ -22,6 +22,7 @@ import pytest
 
 from buildkit.cli import main
 from buildkit.launch.submit import wait_for
+from buildkit.launch.words import literal
 from buildkit.process import run
 from tests.integration import hostile_images as H
 
@@ -95,9 +96,9 @@ def _job(folder: Path, image: Path, data: Path, *extra: str, user: str | None = 
     """Write a job with ckit launch in ``folder`` and submit it (as ``user``: sbatch --export=NONE by that user,
     else as root with neither USER nor HOME in the submit environment)."""
     argv = ["launch", "--site", "local", "-p", "multi", "-N", "2", "-J", "cc", "--runtime", "charliecloud",
-            "--image", str(image), "--env", "PLAIN=from --env $(id) \"q\"", "--mount", f"{data}:/mnt/0", *extra,
-            "--no-submit", "--", "/bin/sh", "-c", f"{REPORT}; cat /mnt/0/in; touch /mnt/0/out-$(id -u)",
-            "sh", "$(touch pwned)", "it's", "a  b"]
+            "--image", str(image), "--env", literal("PLAIN=from --env $(id) \"q\""), "--mount", f"{data}:/mnt/0",
+            *extra, "--no-submit", "--", "/bin/sh", "-c", literal(f"{REPORT}; cat /mnt/0/in; touch /mnt/0/out-$(id -u)"),
+            "sh", literal("$(touch pwned)"), "it's", "a  b"]
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(folder)
         assert main(argv) == 0

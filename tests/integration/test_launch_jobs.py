@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from buildkit.cli import main
+from buildkit.launch.words import literal
 
 
 def _ckit(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
@@ -30,7 +31,7 @@ def test_modules_and_venv_reach_the_tasks(slurm, frameworks, tmp_path, monkeypat
     monkeypatch.setenv("SBATCH_EXPORT", export)
     rc, out = _ckit(capsys, "launch", "--site", "local", "-J", "mod", "--env", f"MODULEPATH={frameworks.modulefiles}",
                     "--module", "ckit-test/1.0", "--venv", str(frameworks.path), "--submit", "--wait", "--json", "--",
-                    "sh", "-c", 'echo "MOD=$CKIT_TEST_MODULE"; ckit-test-tool; echo "PY=$(command -v python)"')
+                    "sh", "-c", literal('echo "MOD=$CKIT_TEST_MODULE"; ckit-test-tool; echo "PY=$(command -v python)"'))
     text = Path(json.loads(out)["output"]).read_text()
     assert rc == 0, text
     assert "MOD=loaded from lmod\nckit-test-tool from the module\n" in text
@@ -88,7 +89,7 @@ def test_jobs_logs_and_cancel(slurm, tmp_path, monkeypatch, capsys):
 def test_logs_follow_prints_until_the_job_ends(slurm, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     rc, out = _ckit(capsys, "launch", "--site", "local", "-J", "ticks", "--submit", "--json", "--",
-                    "sh", "-c", "for i in 1 2 3; do echo tick $i; sleep 1; done")
+                    "sh", "-c", literal("for i in 1 2 3; do echo tick $i; sleep 1; done"))
     job = json.loads(out)["job_id"]
     rc, out = _ckit(capsys, "logs", job, "--follow")
     assert rc == 0 and out == "tick 1\ntick 2\ntick 3\n"
@@ -136,7 +137,7 @@ def test_a_failing_rank_ends_the_job_instead_of_leaving_the_others_waiting(slurm
     monkeypatch.chdir(tmp_path)
     rc, out = _ckit(capsys, "launch", "--site", "local", "-p", "multi", "-N", "2", "-J", "badrank", "-t", "0:03:00",
                     "--runtime", "none", "--submit", "--wait", "--json", "--",
-                    "sh", "-c", 'if [ "$SLURM_PROCID" = 1 ]; then exit 3; fi; sleep 600')
+                    "sh", "-c", literal('if [ "$SLURM_PROCID" = 1 ]; then exit 3; fi; sleep 600'))
     job = json.loads(out)
     text = Path(job["output"]).read_text()
     assert rc != 0 and "task 1: Exited with exit code 3" in text, text

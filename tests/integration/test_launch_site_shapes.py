@@ -1,4 +1,5 @@
-"""Each remote site's scripts against a real Slurm controller shaped like that site (``sbatch --test-only``).
+"""Each remote site's scripts against a real Slurm controller shaped like that site (``sbatch --test-only``), and
+an nccl-tests job run there for real on oci's 8-GPU nodes.
 
 Per site, a slurmctld and one slurmd per node run with the site's partitions: CPUs, GPUs (GRES with device
 files), memory and walltime limits from the profile (``SlurmdParameters=config_overrides`` lets this small
@@ -156,3 +157,34 @@ def test_a_job_beyond_the_partition_is_rejected_by_slurm_too(shaped, tmp_path, m
     monkeypatch.setattr("buildkit.launch.rules.enforce", lambda plan: ())
     rc, err = _test_only(render_sbatch(plan_launch(site, request)), env, tmp_path)
     assert rc != 0 and "not available" in err
+
+
+ALL_REDUCE_STAND_IN = """#!/bin/sh
+# all_reduce_perf's stand-in (no GPU here): each process says how many GPUs it would drive and which it sees
+g=1; while [ $# -gt 0 ]; do case "$1" in -g) g="$2"; shift 2 ;; *) shift ;; esac; done
+echo "NCCL-PROC $SLURMD_NODENAME $SLURM_PROCID g=$g visible=$CUDA_VISIBLE_DEVICES"
+"""
+
+
+@pytest.mark.parametrize("shaped", ["oci"], indirect=True)
+@pytest.mark.parametrize("tasks", [1, 8])
+def test_nccl_tests_processes_share_the_nodes_gpus(shaped, tmp_path, tasks):
+    """oci's 8 GPUs per node (GRES with device files): nccl-tests with one task per node drives -g 8, with eight
+    tasks per node -g 1 each (it gave every task -g 8: 64 GPU slots on an 8-GPU node). The job runs for real on the
+    shaped controller; all_reduce_perf is a stand-in that prints what it was given."""
+    site, env = shaped
+    stand_in = tmp_path / "all_reduce_perf"
+    stand_in.write_text(ALL_REDUCE_STAND_IN)
+    stand_in.chmod(0o755)
+    plan = plan_launch(site, LaunchRequest(command=(), framework="nccl-tests", nodes=2, tasks_per_node=tasks,
+                                           runtime="none", env=(("PATH", f"{tmp_path}:$PATH"),)))
+    script = tmp_path / "nccl.sbatch"
+    script.write_text(render_sbatch(plan))
+    ran = run(["sbatch", "--wait", "--output", str(tmp_path / "out"), str(script)], env=env, cwd=tmp_path,
+              check=False, timeout=120)
+    text = (tmp_path / "out").read_text()
+    assert ran.returncode == 0, ran.stderr + text
+    procs = [line.split() for line in text.splitlines() if line.startswith("NCCL-PROC ")]
+    assert len(procs) == 2 * tasks, text
+    for node in {p[1] for p in procs}:
+        assert sum(int(p[3].split("=")[1]) for p in procs if p[1] == node) == 8, text

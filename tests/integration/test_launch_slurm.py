@@ -10,6 +10,7 @@ import pytest
 
 from buildkit.cli import main
 from buildkit.launch.frameworks.mindspore import legacy_rank_table_problems, rank_table_problems
+from buildkit.launch.words import literal
 
 HOSTILE = "it's \"q\" $(touch pwned) `touch pwned2` ${HOME} * ?\nsecond line\\ & ; | >x"
 
@@ -28,7 +29,7 @@ def _launch(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pyt
 
 def test_ddp_variables_per_task(slurm, tmp_path, capsys, monkeypatch):
     rc, job, out = _launch(tmp_path, capsys, monkeypatch, "ddp", "--framework", "ddp", "--tasks-per-node", "2", "--",
-                           "sh", "-c", 'echo "DDP $RANK $LOCAL_RANK $WORLD_SIZE $MASTER_ADDR $MASTER_PORT"')
+                           "sh", "-c", literal('echo "DDP $RANK $LOCAL_RANK $WORLD_SIZE $MASTER_ADDR $MASTER_PORT"'))
     assert rc == 0
     lines = sorted(line.split() for line in out.read_text().splitlines() if line.startswith("DDP "))
     assert [line[1:4] for line in lines] == [["0", "0", "2"], ["1", "1", "2"]]
@@ -38,7 +39,7 @@ def test_ddp_variables_per_task(slurm, tmp_path, capsys, monkeypatch):
 
 def test_tf_config_per_worker(slurm, tmp_path, capsys, monkeypatch):
     rc, job, out = _launch(tmp_path, capsys, monkeypatch, "tf", "--framework", "tf", "--tasks-per-node", "2", "--",
-                           "sh", "-c", 'echo "TF $TF_CONFIG"')
+                           "sh", "-c", literal('echo "TF $TF_CONFIG"'))
     assert rc == 0
     configs = sorted((json.loads(line[3:]) for line in out.read_text().splitlines() if line.startswith("TF ")),
                      key=lambda c: c["task"]["index"])
@@ -49,7 +50,7 @@ def test_tf_config_per_worker(slurm, tmp_path, capsys, monkeypatch):
 
 def test_horovod_host_list_and_mpi_plugin(slurm, tmp_path, capsys, monkeypatch):
     rc, _, out = _launch(tmp_path, capsys, monkeypatch, "hvd", "--framework", "horovod", "--tasks-per-node", "2",
-                         "--", "sh", "-c", 'echo "HVD $CKIT_HOSTS $SLURM_PROCID $PMI_RANK"')
+                         "--", "sh", "-c", literal('echo "HVD $CKIT_HOSTS $SLURM_PROCID $PMI_RANK"'))
     assert rc == 0
     script = (tmp_path / "hvd.sbatch").read_text()
     assert "srun --kill-on-bad-exit=1 --export=ALL --mpi=pmi2 sh -c" in script
@@ -65,7 +66,7 @@ def test_mindspore_rank_table_and_device_processes(slurm, tmp_path, capsys, monk
     rc, job, out = _launch(tmp_path, capsys, monkeypatch, "ms", "--framework", "mindspore",
                            "--devices-per-node", str(devices), "--rank-table", fmt, "--env", f"CKIT_HCCN_CONF={hccn}",
                            "--",
-                           "sh", "-c", 'echo "MS $RANK_ID $DEVICE_ID $RANK_SIZE $(basename "$PWD") $RANK_TABLE_FILE"')
+                           "sh", "-c", literal('echo "MS $RANK_ID $DEVICE_ID $RANK_SIZE $(basename "$PWD") $RANK_TABLE_FILE"'))
     assert rc == 0
     table_path = tmp_path / f"ckit-{job}" / "rank_table.json"
     table = json.loads(table_path.read_text())
@@ -87,9 +88,9 @@ def test_exit_code_comes_back_through_wait(slurm, tmp_path, capsys, monkeypatch)
 
 def test_hostile_values_reach_the_program_verbatim(slurm, tmp_path, capsys, monkeypatch):
     rc, _, out = _launch(tmp_path, capsys, monkeypatch, "hostile", "--tasks-per-node", "1",
-                         "--env", f"HOSTILE={HOSTILE}", "--",
+                         "--env", f"HOSTILE={literal(HOSTILE)}", "--",
                          "python3", "-c", "import json, os, sys; print('ARGS' + json.dumps([os.environ['HOSTILE'], *sys.argv[1:]]))",
-                         HOSTILE, "*")
+                         literal(HOSTILE), "*")
     assert rc == 0
     line = next(line for line in out.read_text().splitlines() if line.startswith("ARGS"))
     assert json.loads(line[4:]) == [HOSTILE, HOSTILE, "*"]
@@ -102,9 +103,9 @@ def test_podman_runtime_runs_inside_the_image(slurm, podman, busybox_image, tmp_
     (data / "f").write_text("from the host\n")
     rc, _, out = _launch(tmp_path, capsys, monkeypatch, "pod", "--runtime", "podman", "--image", busybox_image,
                          "--framework", "ddp", "--tasks-per-node", "2", "--mount", f"{data}:/data:ro",
-                         "--env", f"HOSTILE={HOSTILE}", "--",
-                         "sh", "-c", 'test -f /run/.containerenv && echo "POD $RANK $WORLD_SIZE $(busybox | head -n 1)"'
-                                     ' && cat /data/f && printf "ENV<%s>\\n" "$HOSTILE"')
+                         "--env", f"HOSTILE={literal(HOSTILE)}", "--",
+                         "sh", "-c", literal('test -f /run/.containerenv && echo "POD $RANK $WORLD_SIZE $(busybox | head -n 1)"'
+                                             ' && cat /data/f && printf "ENV<%s>\\n" "$HOSTILE"'))
     assert rc == 0
     text = out.read_text()
     lines = sorted(line for line in text.splitlines() if line.startswith("POD "))

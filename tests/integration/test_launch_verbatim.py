@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from buildkit.cli import main
+from buildkit.launch.words import literal
 
 ARGS = ("$(touch pwned)", 'say "hi"', " two  spaces ", "`touch pwned2`", "*", "it's", "${HOME}")
 SITE = """name: lab
@@ -57,7 +58,7 @@ def test_singularity_jobs_pass_arguments_verbatim(slurm, busybox_sif, lab, capsy
     capsys.readouterr()
     rc = main(["--sites", str(lab / "sites"), "launch", "--site", "lab", "--image", str(busybox_sif), "-J", "vb",
                "--framework", framework, "--submit", "--wait", "--json", "--",
-               "printf", "ARGS[%s]\\n", json.dumps(list(ARGS))[1:-1]])
+               "printf", "ARGS[%s]\\n", literal(json.dumps(list(ARGS))[1:-1])])
     data = json.loads(capsys.readouterr().out)
     text = Path(data["output"]).read_text()
     assert rc == 0, text
@@ -75,7 +76,7 @@ def test_none_podman_and_charliecloud_pass_arguments_verbatim(slurm, podman, bus
     if runtime == "charliecloud":
         image = ["--image", str(request.getfixturevalue("busybox_sqsh"))]
     rc = main(["launch", "--site", "local", "--runtime", runtime, *image, "-J", "vb", "--framework", "ddp",
-               "--submit", "--wait", "--json", "--", "printf", "ARGS[%s]\\n", json.dumps(list(ARGS))[1:-1]])
+               "--submit", "--wait", "--json", "--", "printf", "ARGS[%s]\\n", literal(json.dumps(list(ARGS))[1:-1])])
     data = json.loads(capsys.readouterr().out)
     text = Path(data["output"]).read_text()
     assert rc == 0 and _printed(text) == [list(ARGS)], text

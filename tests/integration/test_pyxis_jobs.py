@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.pyxis_jobs import (
+    IMAGE_PATH,
     WORKDIR,
     Cluster,
     WorkImage,
@@ -83,6 +84,18 @@ def test_sbatch_export_none(cluster: Cluster, work: WorkImage, tmp_path: Path) -
     tasks, and the node's enroot removes the container."""
     job = ran_clean(cluster, work, tmp_path, "--image", str(work.sqsh), "--env", "CKIT_PROBE=seen", export_none=True)
     assert {r["probe"] for r in job.reports()} == {"seen"}
+
+
+def test_env_values_naming_variables_are_read_in_each_container(cluster: Cluster, work: WorkImage,
+                                                                tmp_path: Path) -> None:
+    """``--env 'PATH=…:$PATH'`` (seed 001's line) prepends to the image's PATH inside each container, and a value
+    naming ``$SLURM_PROCID`` is each task's own; the batch shell keeps its PATH (the job runs at all)."""
+    job = launch(cluster, tmp_path, "-N", "2", "--image", str(work.sqsh), "--env", "PATH=/opt/extra/bin:$PATH",
+                 "--env", "CKIT_PROBE=rank-$SLURM_PROCID", "--", "report")
+    assert job.rc == 0, job.text
+    reports = job.reports()
+    assert [(r["host"], r["probe"]) for r in reports] == [("n1", "rank-0"), ("n2", "rank-1")], job.text
+    assert {r["path"] for r in reports} == {f"/opt/extra/bin:{IMAGE_PATH}"}, job.text
 
 
 def test_a_kept_container_follows_the_image_file(cluster: Cluster, work: WorkImage, debian_image: str,

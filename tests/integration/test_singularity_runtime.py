@@ -50,6 +50,16 @@ def demo(env: dict[str, str], debian_image: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
+def plain_sif(busybox_image: str, env: dict[str, str], folder: Path) -> Path:
+    """busybox, which has no ENTRYPOINT, as a .sif: a task's command runs as it is."""
+    out = folder / "busybox.sif"
+    made = ckit("convert", f"docker-daemon:{busybox_image}", "--to", "sif", "--compress", "gzip", "-o", str(out),
+                env=env)
+    assert made.returncode == 0, made.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
 def demo_sif(demo: str, env: dict[str, str], folder: Path) -> Path:
     """The demo image as ``ckit convert`` writes a .sif by default (no --site, no --compress)."""
     out = folder / "demo.sif"
@@ -130,20 +140,23 @@ def test_nv_on_a_node_without_gpus_warns_and_goes_on(singularity: Any, slurm: An
     assert ran.stderr.count("Could not find any NVIDIA binaries on this host!") == 2
 
 
-def test_a_workdir_the_container_lacks_fails_the_job(singularity: Any, slurm: Any, demo_sif: Path,
+def test_a_workdir_the_container_lacks_fails_the_job(singularity: Any, slurm: Any, plain_sif: Path, demo_sif: Path,
                                                     env: dict[str, str], folder: Path) -> None:
-    """singularity exec --pwd of a missing folder starts in $HOME with exit 0; the job must fail, naming it."""
+    """singularity exec --pwd of a missing folder starts in $HOME with exit 0; the job must fail, naming it. The
+    demo image's ENTRYPOINT (``hello``, the application itself) gets the command as its arguments, as ``run``."""
     jobs = folder / "jobs-workdir"
     jobs.mkdir(exist_ok=True)
     modules = ("--env", f"MODULEPATH={singularity.modulefiles}")
-    missing = launch("twnia2", jobs, env, *modules, "--image", str(demo_sif), "--workdir", "/no/such/folder",
+    missing = launch("twnia2", jobs, env, *modules, "--image", str(plain_sif), "--workdir", "/no/such/folder",
                      "--", "pwd")
     assert missing.returncode != 0, missing.log
     assert "ckit: --workdir /no/such/folder is not a folder in the container" in missing.log
     assert "/root" not in missing.log.split()
-    there = launch("twnia2", jobs, env, *modules, "--image", str(demo_sif), "--workdir", "/opt/ckit-demo",
-                   "--", "pwd")
-    assert there.returncode == 0 and there.log.split() == ["/opt/ckit-demo"], there.log + there.ran.stderr
+    there = launch("twnia2", jobs, env, *modules, "--image", str(plain_sif), "--workdir", "/etc", "--", "pwd")
+    assert there.returncode == 0 and there.log.split() == ["/etc"], there.log + there.ran.stderr
+    hello = launch("twnia2", jobs, env, *modules, "--image", str(demo_sif), "--workdir", "/opt/ckit-demo",
+                   "--", "a b", "$$HOME")
+    assert hello.returncode == 0 and hello.log.splitlines()[:2] == ["arg: a b", "arg: $HOME"], hello.log
 
 
 def test_the_apptainer_engine_builds_with_singularity(singularity: Any, registry: Any, demo: str,

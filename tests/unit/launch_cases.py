@@ -34,16 +34,25 @@ SEED_REQUESTS: dict[str, tuple[str, LaunchRequest]] = {
     "001-neuron-horovodrun": ("neuron", LaunchRequest(
         command=("python", "tensorflow2_mnist.py"), framework="horovod", launcher="horovodrun", nodes=2,
         gpus_per_node=2, time="00:30:00", partition="cas_v100_4", comment="tensorflow", name="test_job",
-        runtime="none", gloo=True)),
+        runtime="none", gloo=True, output="%x.o%j", error="%x.e%j",
+        modules=("gcc/10.2.0", "cuda/11.4", "cudampi/openmpi-4.1.1", "python/3.7.1"), conda="my_tensorflow")),
+    # the guide's loop: `python main.py -a $config --dist-url tcp://$master_addr:$master_port --dist-backend 'nccl'
+    # --multiprocessing-distributed --world-size $SLURM_JOB_NUM_NODES --rank $node_rank`
     "001-neuron-ddp": ("neuron", LaunchRequest(
-        command=("python", "mnist_ddp.py"), framework="ddp", nodes=2, tasks_per_node=2, gpus_per_node=2,
-        time="00:30:00", partition="cas_v100_4", comment="pytorch", name="test_job", runtime="none")),
+        command=("python", "main.py", "-a", "config", "--dist-url", "tcp://$MASTER_ADDR:$MASTER_PORT",
+                 "--dist-backend", "nccl", "--multiprocessing-distributed", "--world-size", "$SLURM_JOB_NUM_NODES",
+                 "--rank", "$NODE_RANK"), framework="ddp", nodes=2, tasks_per_node=1, gpus_per_node=1,
+        time="10:00:00", partition="cas_v100_4", comment="pytorch", name="PytorchDDP", runtime="none",
+        conda="pytorchDDP", output="%x.o%j", error="%x.e%j")),
     "001-neuron-tf": ("neuron", LaunchRequest(
-        command=("python", "tf_mnist_multiworker.py"), framework="tf", nodes=2, tasks_per_node=2, gpus_per_node=2,
-        time="00:30:00", partition="cas_v100_4", comment="tensorflow", name="test_job", runtime="none")),
+        command=("python", "tf_multi_keras.py"), framework="tf", nodes=2, gpus_per_node=4, time="01:00:00",
+        partition="cas_v100_4", comment="etc", name="tf_multi_test", runtime="none", modules=("python/3.7.1",),
+        conda="tf_test", output="./out/%x.o%j", error="./out/%x.e%j")),
     "001-neuron-ray": ("neuron", LaunchRequest(
-        command=("python", "ray_mnist.py"), framework="ray", nodes=2, gpus_per_node=2, time="00:10:00",
-        partition="cas_v100_4", comment="etc", name="ray_test", runtime="none")),
+        command=("python", "examples/mnist_pytorch_trainable.py"), framework="ray", nodes=2, gpus_per_node=2,
+        time="00:10:00", partition="cas_v100_4", comment="etc", name="ray_test", runtime="none",
+        modules=("gcc/8.3.0", "cuda/10.0", "cudampi/openmpi-3.1.0", "python/3.7.1"), conda="my_ray",
+        env=(("PATH", "/home01/${USER}/.local/bin:$PATH"),))),
     "002-oci-nccl-tests": ("oci", LaunchRequest(
         command=("all_reduce_perf", "-b", "10G", "-e", "10G", "-t", "1", "-g", "8"), framework="nccl-tests", nodes=2,
         gpus_per_node=8, name="tensorflow", image="nvcr.io/nvidia/tensorflow:24.06-tf2-py3")),
@@ -52,7 +61,8 @@ SEED_REQUESTS: dict[str, tuple[str, LaunchRequest]] = {
         name="tensorflow", image="nvcr.io/nvidia/tensorflow:24.06-tf2-py3")),
     "004-tara-ddp": ("tara", LaunchRequest(
         command=("python", "DDP.py"), framework="ddp", nodes=1, gpus_per_node=8, tasks_per_node=8, partition="dgx",
-        account="proj0001", name="ddp", runtime="none", time="02:00:00")),
+        account="proj0001", name="ddp", runtime="none", time="02:00:00", conda="pytorch",
+        fetch=("python -c 'from torchvision import datasets; datasets.MNIST(\"data\", download=True)'",))),
     "004-tara-ddp-2nodes": ("tara", LaunchRequest(
         command=("python", "DDP.py"), framework="ddp", nodes=2, gpus_per_node=8, tasks_per_node=8,
         partition="dgx-preempt", account="proj0001", name="ddp", runtime="none", time="02:00:00")),
@@ -64,16 +74,16 @@ APULIS_REQUESTS: dict[str, LaunchRequest] = {
         command=("python", "/examples/tensorflow2_keras_mnist.py", "~/checkpoints/",
                  "~/tensorboard/${DLWS_JOB_ID}/logs/"),
         framework="horovod", nodes=2, gpus_per_node=8, name="horovod", pre=("cd ~", "mkdir -p ~/checkpoints"),
-        image="apulistech/horovod:0.19.2-tf2.2.0-torch1.5.0-py3.6.9-gpu"),
+        image="apulistech/horovod:0.19.2-tf2.2.0-torch1.5.0-py3.6.9-gpu", endpoints=("ssh", "jupyter", "tensorboard")),
     "003-apulis-horovod-1node": LaunchRequest(
         command=("python", "/examples/tensorflow2_keras_mnist.py", "~/checkpoints/",
                  "~/tensorboard/${DLWS_JOB_ID}/logs/"),
         framework="horovod", nodes=1, gpus_per_node=8, name="horovod", pre=("cd ~", "mkdir -p ~/checkpoints"),
         image="apulistech/horovod:0.19.2-tf2.2.0-torch1.5.0-py3.6.9-gpu"),
     "003-apulis-mindspore": LaunchRequest(
-        command=("python", "/data/resnet50_cifar10/train.py", "--do_train=True", "--run_distribute=True",
+        command=("python", "train.py", "--do_train=True", "--run_distribute=True", "--device_num=$DEVICE_NUM",
                  "--dataset_path=/data/cifar10"), framework="mindspore", nodes=2, devices_per_node=8,
-        name="resnet50", image="apulistech/mindspore:0.3.0-withtools"),
+        name="resnet50", image="apulistech/mindspore:0.3.0-withtools", workdir="/data/resnet50_cifar10"),
 }
 
 

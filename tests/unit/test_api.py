@@ -105,7 +105,10 @@ def test_executor_plan_runs_submitit_in_every_task_with_the_versions(tmp_path):
     assert "export SUBMITIT_EXECUTOR='slurm'" in script and 'export RANK="${SLURM_PROCID}"' in script
     assert f"#SBATCH --output={tmp_path}/log/%j_log.out" in script
     outside = ckit.Executor("/tmp/elsewhere", "local", runtime="none", cwd=tmp_path)
-    assert "/tmp/elsewhere:/tmp/elsewhere" in outside.plan().mounts  # the pickles' folder reaches the tasks
+    assert outside.plan().mounts == ()  # on the node itself the folder is what it is
+    boxed = ckit.Executor("/tmp/elsewhere", "local", runtime="charliecloud", image="/tmp/img.sqsh", cwd=tmp_path,
+                          check_image=False)
+    assert "/tmp/elsewhere:/tmp/elsewhere" in boxed.plan().mounts  # the pickles' folder reaches the tasks
 
 
 def test_a_dlws_site_cannot_run_functions(tmp_path):

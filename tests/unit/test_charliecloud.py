@@ -71,7 +71,7 @@ def test_entries_add_ch_files_always_and_mount_points_only_where_absent() -> Non
 # --- the runtime ----------------------------------------------------------------------------------------------
 
 def _plan(**kw):  # type: ignore[no-untyped-def]
-    request = LaunchRequest(command=("python3", "x.py", "$(touch pwned)", "it's"), runtime="charliecloud",
+    request = LaunchRequest(command=("python3", "x.py", "$$(touch pwned)", "it's"), runtime="charliecloud",
                             image=SQSH, **kw)
     return plan_launch(load_site("local"), request)
 
@@ -83,7 +83,7 @@ def test_registered_by_its_module_alone() -> None:
 
 
 def test_the_task_line_sets_env_workdir_binds_and_keeps_arguments_verbatim() -> None:
-    script = render_sbatch(_plan(framework="ddp", env=(("GREETING", "a 'b' $c"),), mounts=("/data:/mnt/0:rw",)))
+    script = render_sbatch(_plan(framework="ddp", env=(("GREETING", "a 'b' $$c"),), mounts=("/data:/mnt/0:rw",)))
     assert 'export USER="${USER:-${SLURM_JOB_USER:-$(id -un)}}"' in script  # ch-run refuses to start without USER
     assert 'ckit_ch_run=(ch-run --home --cd "${SLURM_SUBMIT_DIR}" -b "${SLURM_SUBMIT_DIR}:${SLURM_SUBMIT_DIR}" ' \
            "-b /data:/mnt/0 --env-no-expand --set-env)\n" in script

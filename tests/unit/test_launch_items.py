@@ -84,7 +84,9 @@ def test_modules_conda_and_venv_lines():
     script = _script("local", modules=("gcc/10.2.0", "cuda/11.4"), venv="/opt/venvs/a b")
     assert "module purge\nmodule load gcc/10.2.0 cuda/11.4\n" in script
     assert ". '/opt/venvs/a b'/bin/activate\nset -u\n" in script
-    assert 'eval "$(conda shell.bash hook)"\nconda activate my_tensorflow' in _script("local", conda="my_tensorflow")
+    conda = _script("local", conda="my_tensorflow")
+    assert 'eval "$("${ckit_conda}" shell.bash hook 2>/dev/null)"' in conda
+    assert 'if [ "$(type -t conda)" = function ]; then conda activate my_tensorflow\n' in conda
     with pytest.raises(ConfigError, match="does not reach inside"):
         _script("local", image="localhost/a:1", runtime="podman", venv="/v")
     with pytest.raises(ConfigError, match="--module"):
@@ -116,8 +118,9 @@ def test_apulis_refuses_a_local_file_as_docker_image():
 def test_platform_words_expand_on_the_platform_only():
     assert platform_word("~/tensorboard/${DLWS_JOB_ID}/logs/") == '~/"tensorboard/${DLWS_JOB_ID}/logs/"'
     assert platform_word("~/checkpoints/") == "~/checkpoints/"
-    assert platform_word("$(touch x)") == "'$(touch x)'"
-    assert platform_word("$HOME/$(id)") == '"${HOME}/\\$(id)"'
+    assert platform_word("$$(touch x)") == "'$(touch x)'"  # $$: a literal $
+    with pytest.raises(ConfigError, match=r"would run a command"):
+        platform_word("$HOME/$(id)")
 
 
 def test_apulis_defaults_to_the_legacy_rank_table():

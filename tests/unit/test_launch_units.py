@@ -38,9 +38,10 @@ def test_seed000_twnia2_same_resources_runtime_and_env():
                                     "--ntasks-per-node=8", "--cpus-per-task=4", "--gres=gpu:8", "--time=00:10:00"]
     assert "module purge\nmodule load singularity\n" in script
     assert "export TF_ENABLE_AUTO_MIXED_PRECISION='1'" in script and "export NCCL_DEBUG='INFO'" in script
-    # exec, not run: the SIF's runscript would re-evaluate the arguments; no --mpi (the guide shows none)
-    assert 'srun --kill-on-bad-exit=1 --export=ALL singularity exec --nv "${CKIT_IMAGE}" python pytorch_synthetic_benchmark.py ' \
-           "--batch-size 256" in script
+    # exec, not run: the SIF's runscript would re-evaluate the arguments; the ENTRYPOINT that run starts is
+    # started by the task itself (ckit_entry); no --mpi (the guide shows none)
+    assert 'srun --kill-on-bad-exit=1 --export=ALL singularity exec --nv "${CKIT_IMAGE}" /bin/sh -c "${ckit_entry}" ' \
+           "ckit-entrypoint python pytorch_synthetic_benchmark.py --batch-size 256" in script
     assert "export CKIT_IMAGE=/work/TWCC_cntr/pytorch_20.09-py3_horovod.sif" in script
 
 
@@ -58,8 +59,12 @@ def test_seed001_neuron_ddp_and_tf_computed_from_slurm():
     ddp = _script("001-neuron-ddp")
     assert 'export MASTER_ADDR="${ckit_nodes[0]}"' in ddp
     assert "RANK=\"${SLURM_PROCID}\" LOCAL_RANK=\"${SLURM_LOCALID}\"" in ddp
+    # the guide's arguments, read per task after the glue set NODE_RANK
+    assert ddp.rstrip().endswith("""ckit-task sh -c 'set -- python main.py -a config --dist-url "tcp://${MASTER_ADDR}:"""
+                                 """${MASTER_PORT}" --dist-backend nccl --multiprocessing-distributed --world-size """
+                                 """"${SLURM_JOB_NUM_NODES}" --rank "${NODE_RANK}"; exec "$@"' ckit-args""")
     tf = _script("001-neuron-tf")
-    assert "TF_CONFIG" in tf and "${SLURM_PROCID}" in tf and "ckit_i < 2" in tf
+    assert "TF_CONFIG" in tf and "${SLURM_PROCID}" in tf and "ckit_i < 1" in tf and "--output=./out/%x.o%j" in tf
 
 
 def test_seed002_oci_pyxis_mounts_mpi_and_nccl_env():
@@ -92,7 +97,8 @@ def test_seed003_apulis_command_and_legacy_npu_script():
     assert ("Job Type", "Distributed Job") in one.form and " -np 8 " in one.command
     ms = render_dlws(plan_launch(load_site("apulis"), APULIS_REQUESTS["003-apulis-mindspore"]))
     (path, text), = ms.files
-    assert ms.command.startswith(f"bash {path} python /data/resnet50_cifar10/train.py")
+    assert ms.command.startswith(f"cd /data/resnet50_cifar10 && bash {path} python train.py")
+    assert ' "--device_num=${DEVICE_NUM}" ' in ms.command
     assert "export DEVICE_NUM=8\n" in text and 'export RANK_SIZE="$(( ${DLWS_NUM_WORKER:-1} * DEVICE_NUM ))"' in text
     assert 'export CKIT_NODE_INDEX="${DLWS_ROLE_IDX:-0}"' in text and "RANK_ID=$((node * DEVICE_NUM + i))" in text
     assert "trap " in text and 'dir="$CKIT_RUN_DIR/rank$RANK_ID"' in text
@@ -192,9 +198,9 @@ def test_nccl_report_rejects_other_text():
 
 
 def test_combinations_ckit_cannot_run_are_refused():
-    with pytest.raises(ConfigError, match="horovodrun cannot start pyxis"):
+    with pytest.raises(ConfigError, match="cannot start containers on the other 1 node"):
         plan_launch(load_site("oci"), LaunchRequest(command=("x",), image="nvcr.io/a/b:1", framework="horovod",
-                                                    launcher="horovodrun"))
+                                                    launcher="horovodrun", nodes=2))
     with pytest.raises(ConfigError, match="legacy"):
         render_dlws(plan_launch(load_site("apulis"), LaunchRequest(command=("x",), image="a/b:1",
                                                                    framework="mindspore", rank_table="v1")))

@@ -112,6 +112,9 @@ def test_a_singularity_task_fails_when_workdir_is_missing_instead_of_starting_in
         request = LaunchRequest(command=("python", "x.py"), image="/a.sif", workdir="/code", **kw)  # type: ignore[arg-type]
         return render_sbatch(plan_launch(load_site(site), request)).splitlines()[-1]
 
+    script = render_sbatch(plan_launch(load_site("twnia2"), LaunchRequest(
+        command=("python", "x.py"), image="/a.sif", workdir="/code", account="P")))
+    assert "ckit_workdir='cd \"$1\" 2>/dev/null || {" in script and "exit 2; }; shift; exec \"$@\"'" in script
     line = last_line("twnia2", account="P")
-    assert "--pwd /code \"${CKIT_IMAGE}\" /bin/sh -c 'cd \"$1\" 2>/dev/null || {" in line
-    assert line.endswith("exit 2; }; shift; exec \"$@\"' ckit-workdir /code python x.py")
+    assert line.endswith('--pwd /code "${CKIT_IMAGE}" /bin/sh -c "${ckit_workdir}" ckit-workdir /code '
+                         '/bin/sh -c "${ckit_entry}" ckit-entrypoint python x.py')

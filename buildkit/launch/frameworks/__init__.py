@@ -34,6 +34,8 @@ class FrameworkBackend(abc.ABC):
     launchers: tuple[str, ...] = ()  # the first is the default
     per_node: tuple[str | None, ...] = ()  # launchers (None: no launcher) that start one task per node
     needs_command = True
+    # the options only some launchers read: option -> the launchers (None: no launcher) that read it
+    reads: dict[str, tuple[str | None, ...]] = {}
 
     def launcher(self, requested: str | None, preferred: str | None = None) -> str | None:
         if requested and requested not in self.launchers:
@@ -52,6 +54,20 @@ class FrameworkBackend(abc.ABC):
         """Refuse a plan this framework cannot run (by default it runs every plan)."""
         return None
 
+    def refusals(self, plan: LaunchPlan) -> list[str]:
+        """One message per launcher option the user gave that this framework and launcher do not read."""
+        from ..plan import FLAGS, given
+
+        out = []
+        for option in LAUNCHER_OPTIONS:
+            readers = self.reads.get(option, ())
+            if given(plan.request, option) and plan.launcher not in readers:
+                used = f" --launcher {plan.launcher}" if plan.launcher else ""
+                where = ", ".join(f"--launcher {r}" if r else "its default" for r in readers)
+                out.append(f"{FLAGS[option]} does not apply to --framework {self.name}{used}: "
+                           + (f"it is read with {where}" if readers else "drop it"))
+        return out
+
     @abc.abstractmethod
     def glue(self, plan: LaunchPlan, exports: tuple[str, ...]) -> Glue:
         """The framework's part of the job: batch-level setup, the variables tasks need, the steps."""
@@ -61,6 +77,7 @@ class FrameworkBackend(abc.ABC):
         return {}
 
 
+LAUNCHER_OPTIONS = ("gloo", "network_interface", "devices_per_node", "rank_table", "mpi")
 NODE_LIST = 'mapfile -t ckit_nodes < <(scontrol show hostnames "${SLURM_JOB_NODELIST}")'
 # A port derived from the job id: different for concurrent jobs, below the Linux ephemeral range (32768+).
 JOB_PORT = "$((15000 + SLURM_JOB_ID % 15000))"
@@ -68,6 +85,15 @@ JOB_PORT = "$((15000 + SLURM_JOB_ID % 15000))"
 SET_HOST_IP = "ip=$(hostname -I 2>/dev/null | cut -d ' ' -f 1); [ -n \"$ip\" ] || ip=$(hostname -i | cut -d ' ' -f 1)"
 HOST_IP = SET_HOST_IP + '; echo "$ip"'
 HOST_LIST = ('CKIT_HOSTS=$(printf "%s:{slots}," "${{ckit_nodes[@]}}")', 'export CKIT_HOSTS="${CKIT_HOSTS%,}"')
+
+
+# The job's own folder, in the submit folder that every runtime mounts: files its steps write and read.
+RUN_DIR = ('export CKIT_RUN_DIR="${SLURM_SUBMIT_DIR}/ckit-${SLURM_JOB_ID}"', 'mkdir -p "${CKIT_RUN_DIR}"')
+
+
+def heredoc(path: str, text: str) -> tuple[str, ...]:
+    """Lines that write ``text`` to ``path`` as it is (a quoted here-document: nothing in it expands)."""
+    return (f'cat > "{path}" <<\'CKIT_EOF\'', *text.rstrip("\n").split("\n"), "CKIT_EOF")
 
 
 def host_list(slots: int) -> tuple[str, ...]:

@@ -24,6 +24,7 @@ class Ddp(FrameworkBackend):
     order = 10
     launchers = ("srun", "torchrun")
     per_node = ("torchrun",)
+    reads = {"devices_per_node": ("torchrun",), "mpi": ("srun",)}
 
     def glue(self, plan: LaunchPlan, exports: tuple[str, ...]) -> Glue:
         setup: tuple[str, ...] = (NODE_LIST, 'export MASTER_ADDR="${ckit_nodes[0]}"', f"export MASTER_PORT={JOB_PORT}")
@@ -35,7 +36,8 @@ class Ddp(FrameworkBackend):
             return Glue(setup, names, (steps.srun(plan, names, words, task_script=script),))
         setup += (f'export WORLD_SIZE="${{SLURM_NTASKS:-$((SLURM_JOB_NUM_NODES * {plan.tasks_per_node}))}}"',)
         names += ("WORLD_SIZE",)
-        return Glue(setup, names, (steps.srun(plan, names, words, task_script=PER_TASK),))
+        return Glue(setup, names, (steps.srun(plan, names, words, task_script=PER_TASK,
+                                              mpi=plan.request.mpi is not None),))
 
 
 BACKENDS = (Ddp(),)

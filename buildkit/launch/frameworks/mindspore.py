@@ -13,7 +13,7 @@ from typing import Any
 from ...outside import ascii_int
 from .. import steps
 from ..plan import LaunchPlan
-from . import JOB_PORT, NODE_LIST, FrameworkBackend, Glue
+from . import JOB_PORT, NODE_LIST, RUN_DIR, FrameworkBackend, Glue, heredoc
 
 DEVICE_LOOP = r"""# One process per device on this node, each in its own folder (seed 003's run_distribute_train.sh):
 # DEVICE_ID and RANK_ID per process. The start folder's files are linked into each folder, so
@@ -90,10 +90,6 @@ def server_script(fmt: str) -> str:
     ]) + "\n"
 
 
-def heredoc(path: str, text: str) -> tuple[str, ...]:
-    return (f'cat > "{path}" <<\'CKIT_EOF\'', *text.rstrip("\n").split("\n"), "CKIT_EOF")
-
-
 def assemble_lines(fmt: str) -> tuple[str, ...]:
     """In the batch script: join the servers' parts into the rank table (server order = node order)."""
     lines = ['ckit_parts=""',
@@ -112,15 +108,13 @@ def devices(plan: LaunchPlan) -> int:
     return plan.request.devices_per_node or plan.gpus_per_node or 1
 
 
-RUN_DIR = ('export CKIT_RUN_DIR="${SLURM_SUBMIT_DIR}/ckit-${SLURM_JOB_ID}"', 'mkdir -p "${CKIT_RUN_DIR}"')
-
-
 class MindSpore(FrameworkBackend):
     name = "mindspore"
     summary = "MindSpore on Ascend (HCCL rank table + one process per device, or msrun)"
     order = 40
     launchers = ("rank-table", "msrun")
     per_node = ("rank-table", "msrun")
+    reads = {"devices_per_node": ("rank-table", "msrun"), "rank_table": ("rank-table",)}
 
     def glue(self, plan: LaunchPlan, exports: tuple[str, ...]) -> Glue:
         devs = devices(plan)

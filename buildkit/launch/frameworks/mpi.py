@@ -11,6 +11,7 @@ class Mpi(FrameworkBackend):
     name = "mpi"
     summary = "an MPI program: srun --mpi=<the site's plugin> starts every rank"
     order = 60
+    reads = {"mpi": (None,)}
 
     def glue(self, plan: LaunchPlan, exports: tuple[str, ...]) -> Glue:
         return Glue((), (), (steps.srun(plan, exports, steps.user_words(plan), mpi=True),))

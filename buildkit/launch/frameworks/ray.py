@@ -4,8 +4,10 @@ The steps on the head's node after the head start once the head's port answers t
 that node): in Pyxis they then share the head's container, whose /tmp holds Ray's sockets.
 
 The head's port derives from the job id (20000-29999: above Ray's worker ports 10002-19999, below the
-ephemeral range), so two Ray jobs sharing a node do not collide. The wait gives up (and the job fails) when
-the head does not answer within a minute or not every node joined within five.
+ephemeral range), so two Ray jobs sharing a node do not collide. Besides RAY_ADDRESS, the variables of NERSC's
+slurm-ray-cluster scripts (seed 001's tune example reads them): ``ip_head`` (the head's address) and
+``redis_password`` (Ray's default one: ckit's ``ray start`` sets none, and Ray 2 no longer asks for it). The wait
+gives up (and the job fails) when the head does not answer within a minute or not every node joined within five.
 """
 
 from __future__ import annotations
@@ -13,25 +15,36 @@ from __future__ import annotations
 from .. import steps
 from ..plan import LaunchPlan
 from ..shell import q
-from . import HOST_IP, NODE_LIST, FrameworkBackend, Glue
+from . import HOST_IP, NODE_LIST, RUN_DIR, FrameworkBackend, Glue, heredoc
 
-WAIT = ("import os, socket, sys, time\n"
-        "host, port = os.environ['RAY_ADDRESS'].rsplit(':', 1)\n"
-        "for _ in range(60):\n"
-        "    try:\n"
-        "        socket.create_connection((host, int(port)), timeout=2).close()\n"
-        "        break\n"
-        "    except OSError:\n"
-        "        time.sleep(1)\n"
-        "else:\n"
-        "    sys.exit(f'ray: no head at {host}:{port} within 60 s')\n"
-        "import ray\n"
-        "ray.init(address='auto')\n"
-        "want = int(sys.argv[1])\n"
-        "for _ in range(300):\n"
-        "    if sum(1 for n in ray.nodes() if n['Alive']) >= want: sys.exit(0)\n"
-        "    time.sleep(1)\n"
-        "sys.exit('ray: not all nodes joined within 300 s')\n")
+# Written into the job's run folder (a file a person can read and rerun), run on the head's node.
+WAIT = """\
+# Wait until Ray's head answers, then until every node of the job joined the cluster.
+import os
+import socket
+import sys
+import time
+
+host, port = os.environ["RAY_ADDRESS"].rsplit(":", 1)
+for _ in range(60):
+    try:
+        socket.create_connection((host, int(port)), timeout=2).close()
+        break
+    except OSError:
+        time.sleep(1)
+else:
+    sys.exit(f"ray: no head at {host}:{port} within 60 s")
+import ray
+
+ray.init(address="auto")
+want = int(sys.argv[1])
+for _ in range(300):
+    if sum(1 for n in ray.nodes() if n["Alive"]) >= want:
+        sys.exit(0)
+    time.sleep(1)
+sys.exit("ray: not all nodes joined within 300 s")
+"""
+REDIS_DEFAULT_PASSWORD = "5241590000000000"  # ray_constants.REDIS_DEFAULT_PASSWORD, what ray start uses
 RAY_PORT = "$((20000 + SLURM_JOB_ID % 10000))"
 # The batch shell runs on the head's node: the steps that talk to the head start once it answers there. A Pyxis
 # step joins a named container's namespaces (and its /tmp, which holds Ray's sockets) only while the container
@@ -57,8 +70,13 @@ class Ray(FrameworkBackend):
             f'RAY_HEAD_IP=$(srun --export=ALL --nodes=1 --ntasks=1 -w "${{RAY_HEAD}}" sh -c {q(HOST_IP)})',
             f'export RAY_HEAD_IP RAY_PORT={RAY_PORT}',
             'export RAY_ADDRESS="${RAY_HEAD_IP}:${RAY_PORT}"',
+            "# the names of NERSC's slurm-ray-cluster scripts, which seed 001's examples read",
+            f'export ip_head="${{RAY_ADDRESS}}" redis_password={REDIS_DEFAULT_PASSWORD}',
+            *RUN_DIR,
+            *heredoc("${CKIT_RUN_DIR}/ray_wait.py", WAIT),
         )
-        names = (*exports, "RAY_HEAD", "RAY_HEAD_IP", "RAY_PORT", "RAY_ADDRESS")
+        names = (*exports, "RAY_HEAD", "RAY_HEAD_IP", "RAY_PORT", "RAY_ADDRESS", "ip_head", "redis_password",
+                 "CKIT_RUN_DIR")
         one = ["--overlap", "--nodes=1", "--ntasks=1", '-w "${RAY_HEAD}"']
         head = steps.srun(plan, names, ["ray", "start", "--head", '--node-ip-address="${RAY_HEAD_IP}"',
                                         '--port="${RAY_PORT}"', "--block"], options=one)
@@ -73,7 +91,7 @@ class Ray(FrameworkBackend):
             '  ckit_ray_pids="${ckit_ray_pids} $!"',
             "fi",
             *HEAD_UP,
-            steps.srun(plan, names, ["python3", "-c", q(WAIT), '"${SLURM_JOB_NUM_NODES}"'],
+            steps.srun(plan, names, ["python3", '"${CKIT_RUN_DIR}/ray_wait.py"', '"${SLURM_JOB_NUM_NODES}"'],
                        options=[*one, "--time=7"]),
             "ckit_rc=0",
             steps.srun(plan, names, steps.user_words(plan), options=one) + " || ckit_rc=$?",

@@ -15,6 +15,7 @@ class TensorFlow(FrameworkBackend):
     summary = "TensorFlow MultiWorkerMirroredStrategy (TF_CONFIG per worker)"
     order = 30
     per_node = (None,)
+    reads = {"mpi": (None,)}
 
     def glue(self, plan: LaunchPlan, exports: tuple[str, ...]) -> Glue:
         setup = (
@@ -29,7 +30,8 @@ class TensorFlow(FrameworkBackend):
             'export CKIT_TF_WORKERS="[${ckit_workers}]"',
         )
         names = (*exports, "CKIT_TF_WORKERS")
-        return Glue(setup, names, (steps.srun(plan, names, steps.user_words(plan), task_script=PER_TASK),))
+        return Glue(setup, names, (steps.srun(plan, names, steps.user_words(plan), task_script=PER_TASK,
+                                              mpi=plan.request.mpi is not None),))
 
 
 BACKENDS = (TensorFlow(),)

@@ -82,6 +82,11 @@ class RuntimeBackend:
         """The words before the program in each task (``singularity exec …``)."""
         return []
 
+    def entry_word(self, plan: LaunchPlan) -> str | None:
+        """A ``/bin/sh -c`` script word that runs the image's ENTRYPOINT before ``"$@"`` (None: the runtime runs
+        the program as it is)."""
+        return None
+
 
 def mount_words(plan: LaunchPlan) -> list[str]:
     """Site mounts may name $USER/$HOME (expanded in the job); the user's --mount values stay verbatim."""

@@ -9,7 +9,7 @@ from . import RuntimeBackend
 
 if TYPE_CHECKING:
     from ...site.model import Site
-    from ..plan import Image, ImageFacts, LaunchRequest
+    from ..plan import Image, ImageFacts, LaunchPlan, LaunchRequest
 
 
 class NoRuntime(RuntimeBackend):
@@ -23,6 +23,13 @@ class NoRuntime(RuntimeBackend):
             other = [r.kind for r in site.runtimes if r.kind != "none"]
             raise ConfigError(f"--runtime none cannot run --image {image.value}",
                               hint=f"drop --image or use one of: {', '.join(other)}" if other else "drop --image")
+
+    def check_plan(self, plan: LaunchPlan) -> None:
+        super().check_plan(plan)
+        if plan.request.mounts and plan.site.scheduler != "dlws":
+            raise ConfigError(f"--mount binds into a container; --runtime none runs on the node, where "
+                              f"{', '.join(m.split(':')[0] for m in plan.request.mounts)} is what it is",
+                              hint="drop --mount (use the path itself), or run in an image (--image, --runtime)")
 
 
 BACKENDS = (NoRuntime(),)

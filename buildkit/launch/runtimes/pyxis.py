@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ...errors import ConfigError
 from ..shell import escape_dq, expand_quote, q
 from . import SUBMIT_MOUNT, RuntimeBackend, workdir_word
 
@@ -65,12 +64,6 @@ class Pyxis(RuntimeBackend):
     files = (".sqsh", ".squashfs")
     refs = True
     artifact = "sqsh"
-
-    def check_plan(self, plan: LaunchPlan) -> None:
-        super().check_plan(plan)
-        if plan.launcher == "horovodrun":
-            raise ConfigError("horovodrun cannot start pyxis containers on the other nodes",
-                              hint="use --launcher srun (one task per GPU, the site's --mpi plugin)")
 
     def image_word(self, plan: LaunchPlan) -> str | None:
         if plan.image is not None and plan.image.kind == "ref":

@@ -1,8 +1,13 @@
-"""singularity / apptainer: ``exec`` of a SIF (or a docker:// reference) in each task.
+"""singularity / apptainer: ``exec`` of a SIF (or a docker:// reference) in each task, through the image's
+ENTRYPOINT.
 
-``exec``, not ``run``: the SIF's runscript re-evaluates its arguments (apptainer's semantics, so
-``'$(touch x)'`` would run), while ``exec`` hands them to the program verbatim. Both runtimes bind the
-current (submit) folder and start there; ``--workdir`` becomes ``--pwd``.
+``exec``, not ``run``: the SIF's runscript re-evaluates its arguments (``eval``, so ``'$(touch x)'`` would run),
+while ``exec`` hands them to the program verbatim. What ``run`` adds is the image's ENTRYPOINT (NGC's sets up
+CUDA forward compatibility on an older driver), so each task starts it itself: a docker-derived SIF's
+runscript names it on its ``OCI_ENTRYPOINT=`` line (SingularityCE 3.x, Apptainer and ckit write the same), which
+the task reads and runs with the arguments as they are (``set -- ENTRYPOINT "$@"``). A SIF built from a ``.def``
+with a runscript of its own has no such line: its command runs directly. Both runtimes bind the current (submit)
+folder and start there; ``--workdir`` becomes ``--pwd``.
 
 SingularityCE (3.x to today's main) answers ``--pwd DIR`` for a DIR the container lacks by starting in ``$HOME``,
 silently and with exit 0 (a failed chdir falls back); Apptainer refuses it. So a singularity task with
@@ -25,6 +30,12 @@ if TYPE_CHECKING:
 
 WORKDIR_CHECK = ('cd "$1" 2>/dev/null || { echo "ckit: --workdir $1 is not a folder in the container (bind it '
                  'with --mount, or make it in the image)" >&2; exit 2; }; shift; exec "$@"')
+# The image's ENTRYPOINT before the command, as `singularity run` starts it, without re-reading the arguments:
+# the runscript's OCI_ENTRYPOINT line holds it as double-quoted words (the image's own text, which `run` would
+# evaluate too); "$@" stays "$@".
+ENTRYPOINT = ('r=/.singularity.d/runscript; if [ -r "$r" ] && grep -q "^OCI_ENTRYPOINT=" "$r" '
+              '&& grep -q "^OCI_CMD=" "$r"; then eval "$(sed -n "/^OCI_ENTRYPOINT=/,/^OCI_CMD=/p" "$r")"; '
+              'eval "set -- ${OCI_ENTRYPOINT} \\"\\$@\\""; fi; exec "$@"')
 
 
 class Singularity(RuntimeBackend):
@@ -34,6 +45,7 @@ class Singularity(RuntimeBackend):
     files = (".sif", ".simg", ".img")
     refs = True
     artifact = "sif"
+    checks_workdir = True
 
     def image_word(self, plan: LaunchPlan) -> str | None:
         if plan.image is not None and plan.image.kind == "ref":
@@ -48,22 +60,29 @@ class Singularity(RuntimeBackend):
             words += ["--bind", mount]
         if plan.request.workdir:
             words += ["--pwd", q(plan.request.workdir)]
-        return [*words, qv("CKIT_IMAGE"), *self.workdir_check(plan)]
+        if plan.request.workdir and self.checks_workdir:  # see the module's notes
+            return [*words, qv("CKIT_IMAGE"), "/bin/sh", "-c", '"${ckit_workdir}"', "ckit-workdir",
+                    q(plan.request.workdir)]
+        return [*words, qv("CKIT_IMAGE")]
 
-    def workdir_check(self, plan: LaunchPlan) -> list[str]:
-        """Words that make the task fail when --workdir is missing in the container (see the module's notes)."""
-        if not plan.request.workdir:
-            return []
-        return ["/bin/sh", "-c", q(WORKDIR_CHECK), "ckit-workdir", q(plan.request.workdir)]
+    def setup(self, plan: LaunchPlan) -> tuple[str, ...]:
+        lines: tuple[str, ...] = ("# Each program a task starts runs through the image's ENTRYPOINT (the runscript's OCI_ENTRYPOINT),",
+                 "# as `singularity run` starts it, with its arguments as given",
+                 f"ckit_entry={q(ENTRYPOINT)}")
+        if plan.request.workdir and self.checks_workdir:
+            lines += ("# Each task changes into --workdir itself: exit 2 when the container lacks it",
+                      f"ckit_workdir={q(WORKDIR_CHECK)}")
+        return lines
+
+    def entry_word(self, plan: LaunchPlan) -> str | None:
+        return '"${ckit_entry}"'
 
 
 class Apptainer(Singularity):
     name = "apptainer"
     summary = "apptainer exec of a .sif (or docker://REF) in each task"
     order = 11
-
-    def workdir_check(self, plan: LaunchPlan) -> list[str]:
-        return []  # apptainer exec --pwd fails by itself when the folder is missing
+    checks_workdir = False  # apptainer exec --pwd fails by itself when the folder is missing
 
 
 BACKENDS = (Singularity(), Apptainer())

@@ -67,6 +67,15 @@ class SchedulerBackend(JobControl, abc.ABC):
     uses_partitions = True
     frameworks: tuple[str, ...] | None = None  # None: all
     preferred_launchers: dict[str, str] = {}
+    # request fields this scheduler cannot honour, each with what to do instead (ckit launch refuses them)
+    cannot: dict[str, str] = {}
+
+    def refusals(self, plan: LaunchPlan) -> list[str]:
+        """One message per option the user gave that this scheduler cannot honour."""
+        from ..plan import FLAGS, given
+
+        return [f"{FLAGS[name]}: {plan.site.name} ({self.name}) cannot honour it; {why}"
+                for name, why in self.cannot.items() if given(plan.request, name)]
 
     def check_framework(self, site: Site, framework: str) -> None:
         if self.frameworks is not None and framework not in self.frameworks:

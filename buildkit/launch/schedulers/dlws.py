@@ -7,21 +7,20 @@ submitting machine; everything else in an argument stays literal.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ConfigError
+from .. import steps, words
 from ..frameworks.mindspore import DEVICE_LOOP
 from ..plan import Image, LaunchPlan
-from ..shell import expand_quote, q
+from ..shell import q
 from . import Execution, LaunchResult, SchedulerBackend
 
 if TYPE_CHECKING:
     from ...site.model import Site
 
-_EXPANDS = re.compile(r"\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_])")
 
 
 @dataclass(frozen=True)
@@ -29,25 +28,38 @@ class DlwsJob:
     form: tuple[tuple[str, str], ...]
     command: str
     files: tuple[tuple[str, str], ...] = ()
+    endpoints: tuple[str, ...] = ()
 
     def text(self) -> str:
         out = ["Paste into the job form:"]
         out += [f"  {key}: {value}" for key, value in self.form]
         out += ["  Command:", f"    {self.command}"]
+        if self.endpoints:
+            out += ["After SUBMIT, once the job is Running, its ENDPOINTS tab links each of them "
+                    "(SSH: the command to log in to the container)."]
         for path, content in self.files:
             out += ["", f"--- file {path} (put it there before submitting) ---", content.rstrip("\n")]
         return "\n".join(out) + "\n"
 
     def as_json(self) -> dict[str, Any]:
-        return {"form": dict(self.form), "command": self.command, "files": dict(self.files)}
+        return {"form": dict(self.form), "command": self.command, "files": dict(self.files),
+                "endpoints": list(self.endpoints)}
 
 
-def platform_word(arg: str) -> str:
-    """One argument of the platform's Command: ``~`` and ``$NAME``/``${NAME}`` expand on the platform."""
-    if arg == "~" or arg.startswith("~/"):
-        rest = arg[2:]
-        return "~/" + (platform_word(rest) if rest else "") if arg != "~" else "~"
-    return expand_quote(arg) if _EXPANDS.search(arg) else q(arg)
+def _tilde(rest: tuple[words.Part, ...]) -> str:
+    """A leading ``~`` as the platform's shell reads it: ``~/`` unquoted, the rest one word."""
+    if not rest:
+        return "~"
+    first, *more = rest
+    assert isinstance(first, str) and first.startswith("/")
+    tail = (first[1:], *more) if first[1:] else tuple(more)
+    return "~/" + (words.sh_word(tail) if tail else "")
+
+
+def platform_word(arg: str, what: str = "an argument") -> str:
+    """One word of the platform's Command, in ckit's grammar (words.py): ``$NAME``/``${NAME}`` and a leading
+    ``~`` expand on the platform, in the container, never on your machine; the rest stays literal."""
+    return words.sh_word(words.parse(arg, what), home=_tilde)
 
 
 def launch_script_path(plan: LaunchPlan) -> str:
@@ -72,6 +84,10 @@ def npu_script(plan: LaunchPlan, devs: int) -> str:
     return "\n".join(lines) + "\n" + DEVICE_LOOP
 
 
+ENDPOINTS = {"ssh": "SSH", "jupyter": "Jupyter", "tensorboard": "TensorBoard"}
+_NO_SLURM = "the platform has no sbatch"
+
+
 class Dlws(SchedulerBackend):
     name = "dlws"
     summary = "a DLWorkspace/Apulis job form and its Command (nothing is submitted)"
@@ -81,6 +97,30 @@ class Dlws(SchedulerBackend):
     preferred_launchers = {"horovod": "horovodrun"}
     no_control = ("ckit writes the Apulis job form and submits nothing there; the platform's web portal lists "
                   "its jobs, shows their logs and stops them")
+    cannot = {
+        "partition": "the form has no partitions: choose the nodes and devices (-N, --gpus-per-node)",
+        "account": "the platform bills no project: drop it",
+        "comment": "the form has no comment: drop it",
+        "time": "the platform sets no time limit: stop the job in View and Manage Jobs when it is done",
+        "tasks_per_node": "each node is one container; horovodrun -np or the device loop starts the processes "
+                          "(--gpus-per-node, --devices-per-node)",
+        "cpus_per_task": "the form asks for devices, not CPUs: drop it",
+        "mounts": "every container has your home (/home/$DLWS_USER_NAME) and the job's /job folder: "
+                  "put the files there",
+        "modules": "the job runs in its Docker image, which loads no environment modules: install the software "
+                   "in the image (ckit build)",
+        "conda": "activate it in the Command: --pre 'source activate ENV'",
+        "venv": "activate it in the Command: --pre '. /path/to/venv/bin/activate'",
+        "mpi": "horovodrun starts the processes over the platform's SSH, not srun: drop it",
+        "output": "the platform keeps the job's output: read it in the job's console tab",
+        "error": "the platform keeps the job's output: read it in the job's console tab",
+        "mail_type": f"{_NO_SLURM} mail: drop it",
+        "mail_user": f"{_NO_SLURM} mail: drop it",
+        "array": f"{_NO_SLURM} arrays: submit one job per value",
+        "after": f"{_NO_SLURM} dependencies: submit the next job when this one is done",
+        "interactive": "tick SSH (--endpoint ssh) and log in to the container from the job's ENDPOINTS tab",
+        "fetch": "jobs run in their Docker image: put the data in your home on the platform, or in the image",
+    }
 
     def image(self, site: Site, image: Image | None) -> Image | None:
         if image is None:
@@ -90,35 +130,48 @@ class Dlws(SchedulerBackend):
                               hint="push it (ckit push FILE REGISTRY/REPO:TAG) and give that reference")
         return Image("ref", image.value) if image.kind == "stack" else image
 
+    def refusals(self, plan: LaunchPlan) -> list[str]:
+        out = super().refusals(plan)
+        if plan.framework == "horovod" and plan.launcher != "horovodrun":
+            out.append(f"--launcher {plan.launcher}: {plan.site.name} starts Horovod with horovodrun over its "
+                       "hostfile; drop --launcher")
+        if plan.framework == "mindspore" and (plan.rank_table != "legacy" or plan.launcher == "msrun"):
+            out.append(f"{plan.site.name} writes only the legacy (MindSpore 0.x) rank table "
+                       f"{plan.site.platform.rank_table if plan.site.platform else ''}: add --rank-table legacy "
+                       "and drop --launcher msrun")
+        return out
+
     def render(self, plan: LaunchPlan) -> DlwsJob:
         platform = plan.site.platform
         if platform is None:
             raise ConfigError(f"{plan.site.name} is not a dlws site")
         assert plan.image is not None
-        words = " ".join(platform_word(a) for a in plan.command)
-        per_node = max(plan.gpus_per_node, 1)
+        argv = " ".join(platform_word(a, f"argument {i + 1} of the command")
+                        for i, a in enumerate(plan.command))
+        per_node = plan.request.devices_per_node or max(plan.gpus_per_node, 1)
         files: tuple[tuple[str, str], ...] = ()
         device = next((d for d in platform.device_types if "npu" not in d), "Nvidia")
         if plan.framework == "horovod":
             interface = plan.request.network_interface or platform.network_interface
-            run = (f"horovodrun -np {plan.nodes * per_node} -hostfile {platform.hostfile} "
-                   f"-p ${platform.ssh_port_var} --network-interface {q(interface)} {words}")
+            gloo = "--gloo " if plan.request.gloo else ""
+            run = (f"horovodrun {gloo}-np {plan.nodes * per_node} -hostfile {platform.hostfile} "
+                   f"-p ${platform.ssh_port_var} --network-interface {q(interface)} {argv}")
         elif plan.framework == "mindspore":
             per_node = plan.request.devices_per_node or plan.gpus_per_node or 8
-            if plan.rank_table != "legacy" or plan.launcher == "msrun":
-                raise ConfigError(f"{plan.site.name} writes only the legacy (MindSpore 0.x) rank table "
-                                  f"{platform.rank_table}", hint="add --rank-table legacy")
             files = ((launch_script_path(plan), npu_script(plan, per_node)),)
-            run = f"bash {launch_script_path(plan)} {words}"
+            run = f"bash {launch_script_path(plan)} {argv}"
             device = next((d for d in platform.device_types if "npu" in d), device)
         else:
-            run = words
+            run = argv
         distributed = plan.framework != "none" or plan.nodes > 1
-        form = (("Job Type", "Distributed Job" if distributed else "Regular Job"), ("Preemptible Job", "NO"),
-                ("Device Type", device), ("Number of Nodes", str(plan.nodes)),
+        form: tuple[tuple[str, str], ...] = (("Job Name", plan.name), ("Job Type", "Distributed Job" if distributed else "Regular Job"),
+                ("Preemptible Job", "NO"), ("Device Type", device), ("Number of Nodes", str(plan.nodes)),
                 ("Number of Devices per Node", str(per_node)), ("Docker Image", plan.image.value))
-        command = " && ".join([*plan.request.pre, run, "sleep infinity"])
-        return DlwsJob(form=form, command=command, files=files)
+        endpoints = tuple(ENDPOINTS[e] for e in plan.request.endpoints)
+        if endpoints:
+            form += (("Endpoints (tick)", ", ".join(endpoints)),)
+        return DlwsJob(form=form, command=" && ".join([*_before(plan), run, "sleep infinity"]), files=files,
+                       endpoints=endpoints)
 
     def execute(self, plan: LaunchPlan, job: DlwsJob, how: Execution) -> LaunchResult:
         from ..submit import write_script
@@ -130,6 +183,16 @@ class Dlws(SchedulerBackend):
         result.files = {target: str(write_script(content, folder / Path(target).name))
                         for target, content in job.files}
         return result
+
+
+def _before(plan: LaunchPlan) -> list[str]:
+    """The Command's first steps: the --env values (read on the platform, in ckit's grammar), --workdir, --pre."""
+    plain, per_task = steps.job_env(plan)
+    lines = [f"export {name}={q(value)}" for name, value in plain]
+    lines += [f"export {name}={words.sh_word(parts, home=_tilde)}" for name, parts in per_task]
+    if plan.request.workdir:
+        lines.append(f"cd {q(plan.request.workdir)}")
+    return [*lines, *plan.request.pre]
 
 
 BACKENDS = (Dlws(),)

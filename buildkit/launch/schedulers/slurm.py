@@ -50,18 +50,55 @@ def sbatch_options(plan: LaunchPlan) -> list[str]:
         opts.append(f"--mail-type={req.mail_type}")
     if req.mail_user:
         opts.append(f"--mail-user={req.mail_user}")
+    if req.array:
+        opts.append(f"--array={req.array}")
+    if req.after:
+        opts.append(f"--dependency=afterok:{':'.join(req.after)}")
     return opts
 
 
 def exported_env(plan: LaunchPlan) -> list[tuple[str, str]]:
-    """Site environment, then the user's --env (which wins)."""
-    merged = dict(plan.site.env)
-    merged.update(dict(plan.env))
-    return list(merged.items())
+    """Site environment, then the user's --env (which wins): the literal values, which the batch script exports
+    (values that name variables are set per task, steps.env_prelude)."""
+    return steps.job_env(plan)[0]
 
 
 def _path_word(value: str) -> str:
     return expand_quote("$HOME" + value[1:]) if value.startswith("~") else q(value)
+
+
+# conda's shell function without a login shell (the guides' `#!/bin/bash -l` or `source activate`): the conda
+# a module put on PATH, $CONDA_EXE, or a usual install; an old conda without `shell.bash hook` gets its
+# `activate` script. None found: the job says where it looked (exit 127, as a missing command).
+CONDA_INIT = (
+    'if [ "$(type -t conda)" != function ]; then',
+    '  for ckit_conda in "$(command -v conda)" "${CONDA_EXE:-}" /etc/profile.d/conda.sh \\',
+    '      "${HOME}"/miniforge3/bin/conda "${HOME}"/mambaforge/bin/conda "${HOME}"/miniconda3/bin/conda \\',
+    '      "${HOME}"/anaconda3/bin/conda /opt/conda/bin/conda; do',
+    '    # shellcheck source=/dev/null',
+    '    case "${ckit_conda}" in',
+    '      "") ;;',
+    '      *.sh) if [ -r "${ckit_conda}" ]; then . "${ckit_conda}"; break; fi ;;',
+    '      *) if [ -x "${ckit_conda}" ]; then',
+    '           eval "$("${ckit_conda}" shell.bash hook 2>/dev/null)" || true',
+    '           PATH="$(dirname "${ckit_conda}"):${PATH}"; break',
+    '         fi ;;',
+    '    esac',
+    '  done',
+    'fi',
+)
+CONDA_MISSING = ('echo "ckit: --conda: no conda here (none on PATH after the modules, no \\$CONDA_EXE, '
+                 '/etc/profile.d/conda.sh, ~/miniforge3, ~/mambaforge, ~/miniconda3, ~/anaconda3, /opt/conda): '
+                 'load the module that provides it (--module) or set CONDA_EXE (--env)" >&2; exit 127')
+
+
+def conda_lines(env: str) -> list[str]:
+    """Activate the conda environment ``env`` (a name or a path) in the batch shell."""
+    word = _path_word(env)
+    return [*CONDA_INIT,
+            f'if [ "$(type -t conda)" = function ]; then conda activate {word}',
+            f"elif command -v activate >/dev/null; then . activate {word}  # conda before 4.4",
+            f"else {CONDA_MISSING}; fi"]
 
 
 def environment_lines(plan: LaunchPlan) -> list[str]:
@@ -73,7 +110,7 @@ def environment_lines(plan: LaunchPlan) -> list[str]:
     if modules:
         lines += [*MODULE_INIT, "module purge", "module load " + " ".join(q(m) for m in modules)]
     if plan.conda:
-        lines += ['eval "$(conda shell.bash hook)"', f"conda activate {_path_word(plan.conda)}"]
+        lines += conda_lines(plan.conda)
     if plan.venv:
         lines += ["# shellcheck source=/dev/null", f". {_path_word(plan.venv)}/bin/activate"]
     return [*lines, "set -u", ""]
@@ -88,7 +125,7 @@ def header(plan: LaunchPlan) -> list[str]:
             "set -euo pipefail", ""]
 
 
-def _prologue(plan: LaunchPlan, env: list[tuple[str, str]], setup: tuple[str, ...]) -> list[str]:
+def prologue(plan: LaunchPlan, env: list[tuple[str, str]], setup: tuple[str, ...], pre: bool = True) -> list[str]:
     """Exports (first: MODULEPATH may be one), modules and envs, the image, the runtime's setup, --pre lines,
     then ``setup``."""
     runtime = runtimes.REGISTRY.get(plan.runtime.kind, "--runtime")
@@ -97,13 +134,13 @@ def _prologue(plan: LaunchPlan, env: list[tuple[str, str]], setup: tuple[str, ..
     word = runtime.image_word(plan)
     if word:
         body += [f"export CKIT_IMAGE={word}", ""]
-    for lines in (runtime.setup(plan), ("# --pre", *plan.request.pre) if plan.request.pre else (), setup):
+    for lines in (runtime.setup(plan), ("# --pre", *plan.request.pre) if plan.request.pre and pre else (), setup):
         if lines:
             body += [*lines, ""]
     return body
 
 
-def _fallbacks(text: str) -> list[str]:
+def fallbacks(text: str) -> list[str]:
     fallbacks = []
     if "${USER}" in text:  # a submit environment without USER (set -u) still has SLURM_JOB_USER
         fallbacks.append('export USER="${USER:-${SLURM_JOB_USER}}"')
@@ -115,22 +152,34 @@ def _fallbacks(text: str) -> list[str]:
 def render_sbatch(plan: LaunchPlan) -> str:
     env = exported_env(plan)
     glue = glue_for(plan, tuple(name for name, _ in env))
-    text = "\n".join(_prologue(plan, env, glue.setup) + list(glue.body))
-    return "\n".join(header(plan) + _fallbacks(text)) + "\n" + text + "\n"
+    text = "\n".join(prologue(plan, env, glue.setup) + list(glue.body))
+    return "\n".join(header(plan) + fallbacks(text)) + "\n" + text + "\n"
 
 
 SHELL = ("sh", "-c", "if command -v bash >/dev/null 2>&1; then exec bash; fi; exec sh")
 
 
 def render_shell(plan: LaunchPlan) -> tuple[list[str], str]:
-    """``salloc`` options and the bash text it runs: one task with a terminal, in the image (``ckit shell``)."""
+    """``salloc`` options and the bash text it runs: the job's environment (modules, conda, the framework's
+    variables: MASTER_ADDR, CKIT_HOSTS…), then one task with a terminal on the first node, in the image."""
     env = exported_env(plan)
     names = tuple(name for name, _ in env)
-    words = [q(a) for a in plan.command]
-    step = steps.srun(plan, names, words, options=["--ntasks=1"], tty=True)
-    text = "\n".join(["set -euo pipefail", *_prologue(plan, env, ()), step])
+    setup: tuple[str, ...] = ()
+    if plan.framework != "none":
+        glue = glue_for(plan, names)
+        setup, names = glue.setup, glue.exports or names
+    step = steps.srun(plan, names, steps.user_words(plan), options=["--nodes=1", "--ntasks=1"], tty=True)
+    text = "\n".join(["set -euo pipefail", *prologue(plan, env, setup), step])
     options = [o for o in sbatch_options(plan) if not o.startswith(("--output=", "--error=", "--mail-"))]
-    return options, "\n".join(_fallbacks(text)) + text + "\n"
+    return options, "\n".join(fallbacks(text)) + text + "\n"
+
+
+def log_folders(plan: LaunchPlan, cwd: Path) -> list[Path]:
+    """The folders of ``--output``/``--error`` (relative to ``cwd``): Slurm opens the log before the script runs
+    and does not create them. A folder named by the job id cannot exist before the job (refused in the plan)."""
+    known = {"x": plan.name, "u": os.environ.get("USER", ""), "%": "%"}
+    return [cwd / re.sub(r"%([xu%])", lambda m: known[m.group(1)], pattern.rsplit("/", 1)[0])
+            for pattern in (plan.request.output, plan.request.error) if pattern and "/" in pattern]
 
 
 def log_path(pattern: str, job_id: str, name: str, cwd: Path) -> Path | None:
@@ -146,6 +195,8 @@ class Slurm(SlurmJobControl, SchedulerBackend):
     name = "slurm"
     summary = "an sbatch script, written and submitted"
     order = 10
+    cannot = {"endpoints": "a Slurm job has no platform endpoints: open a shell on its nodes with "
+                           "ckit launch --interactive"}
 
     def render(self, plan: LaunchPlan) -> str:
         return render_sbatch(plan)
@@ -158,19 +209,34 @@ class Slurm(SlurmJobControl, SchedulerBackend):
         from ..rules import submit_from_violation
         from ..submit import submit, write_script
 
+        if plan.request.interactive:
+            return self.interactive(plan, how)
         result = LaunchResult(plan.site.name, self.name, job, plan.warnings)
         if how.dry_run:
             return result
         if how.wait and not how.submit:
             raise ConfigError("--wait needs --submit", hint="add --submit")
+        if how.wait and plan.request.array:
+            raise ConfigError("--wait follows one job; --array submits one per index",
+                              hint="drop --wait and follow them with ckit jobs")
+        submitting = bool(how.submit or (how.submit is None and which("sbatch")))
+        violation = submit_from_violation(plan.site, how.cwd) if submitting else None
+        if violation:  # refused before anything is written
+            raise violation
+        if plan.request.fetch and submitting:
+            from ..fetch import fetch
+
+            fetch(plan, how.cwd)
+        elif plan.request.fetch:
+            result.warnings += ("--fetch ran nothing: the job is only written (no sbatch here, or --no-submit); "
+                                "it runs when ckit submits the job (--submit)",)
         image = [Path(plan.request.image)] if plan.request.image else []  # the script never replaces the image
         path = write_script(job, how.script or how.cwd / f"{plan.name}.sbatch", inputs=image)
         result.script = str(path)
-        if not (how.submit or (how.submit is None and which("sbatch"))):
+        for folder in log_folders(plan, how.cwd):
+            folder.mkdir(parents=True, exist_ok=True)
+        if not submitting:
             return result
-        violation = submit_from_violation(plan.site, how.cwd)
-        if violation:
-            raise violation
         done = submit(path, wait=False, cwd=how.cwd)
         result.job_id = done.job_id
         note = jobrecord.keep(jobrecord.new(done.job_id, plan.site.name, self.name, plan.name, how.cwd,
@@ -185,6 +251,27 @@ class Slurm(SlurmJobControl, SchedulerBackend):
 
             framework = frameworks.REGISTRY.get(plan.framework, "--framework")
             result.extra.update(framework.after_wait(plan, log))
+        return result
+
+
+    def interactive(self, plan: LaunchPlan, how: Execution) -> LaunchResult:
+        """``salloc`` with the job's resources; a terminal on its first node with the job's environment."""
+        from ...process import interactive, require
+
+        if how.wait or how.submit is not None or how.script is not None:
+            raise ConfigError("--interactive opens the allocation itself: it takes no --submit, --no-submit, "
+                              "--wait or --script", hint="drop them")
+        options, text = render_shell(plan)
+        argv = ["salloc", *options, "bash", "-c", text]
+        result = LaunchResult(plan.site.name, self.name, " ".join(argv[:-1]) + " '…'\n" + text, plan.warnings)
+        if how.dry_run:
+            return result
+        if plan.request.fetch:
+            from ..fetch import fetch
+
+            fetch(plan, how.cwd)
+        require("salloc", purpose="open an interactive allocation", package="slurm-client")
+        result.exit_code = interactive(argv, cwd=how.cwd)
         return result
 
 
