@@ -63,12 +63,12 @@ def verifier(target: str) -> Callable[[Path], object]:
     store's record already proves the file is unchanged since it was published (verified in full, or digest-checked
     as it was downloaded)."""
     if target == "sqsh":
-        from ..image.squashfs import check
+        from ..image.squashfs.superblock import check
 
         return check
 
     def sif_header(path: Path) -> None:
-        from ..image.sif import is_sif
+        from ..image.sif.read import is_sif
 
         with open(path, "rb") as handle:
             if not is_sif(handle.read(64)):
@@ -275,7 +275,7 @@ def _produce(cache: CacheDir, want: Want, client: Any, digest: str, log: Log) ->
 
 def _convert(cache: CacheDir, want: Want, client: Any, pinned: Reference, log: Log) -> tuple[str, bool, str]:
     from ..image import convert
-    from ..image.registry_source import RegistrySource
+    from ..image.sources.registry import RegistrySource
     from ..registry.blobstream import blob_chunks
 
     # the image read with the caller's client (the credentials that passed the access check)

@@ -56,7 +56,7 @@ def _flag(value: str | None) -> bool:
 def get(uri_text: str, env: Mapping[str, str]) -> tuple[Served, str | None]:
     """What ``get`` serves, and the cache folder when waiting peers may take the same answer (see
     :mod:`.peers`): not when it was served offline, nor when the cache folder depends on the step."""
-    from ..image.squashfs import choose
+    from ..image.squashfs.compression import choose
     from ..storage.cache import CacheDir
     from ..storage.lease import STALE_ENV
     from ..storage.store import default_root

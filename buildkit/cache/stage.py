@@ -73,7 +73,7 @@ class StagePlan:
 def plan_stage(source: str, folder: Path, site: Site | None, *, to: str | None, compress: str | None,
                is_stack: bool) -> StagePlan:
     """Check the request and pick format and compression from the site (pure but for looking at ``source``)."""
-    from ..image.squashfs import choose_for
+    from ..image.squashfs.compression import choose_for
 
     if to not in (None, "sif", "sqsh"):
         raise ConfigError(f"--to {to!r}: expected sif or sqsh")
@@ -129,7 +129,7 @@ def stage_ref(ref: Reference, folder: Path, *, target: str | None, compression: 
               insecure: bool, ca_file: Path | None, log: Log, written: str = "") -> StageResult:
     """A registry image or artifact into ``folder`` (cache layout), recorded under its digest and its tag (as
     ``written`` too, so ``ckit launch --image`` finds it spelled the same way)."""
-    from ..image.squashfs import choose_for
+    from ..image.squashfs.compression import choose_for
     from ..registry.artifacts import kind_of_manifest
     from ..registry.auth import resolve
     from .fetch import Want, client_for, ensure

@@ -50,7 +50,7 @@ def image_facts(value: str | None) -> ImageFacts:
     if path is None or not path.is_file():
         return ImageFacts()
     from ..image import inspect as reader
-    from ..image import sif
+    from ..image.sif import write as sif
 
     try:
         offset = 0

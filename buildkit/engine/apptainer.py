@@ -32,7 +32,7 @@ from typing import ClassVar
 
 from .. import process
 from ..errors import BuildError, ConfigError
-from ..image.sif import read_sif
+from ..image.sif.read import read_sif
 from ..render.context import write_context
 from ..storage.store import Store, make_key
 from .base import (

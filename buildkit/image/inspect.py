@@ -17,9 +17,9 @@ from .. import process
 from ..config.jsondoc import parse as parse_json
 from ..errors import CommandFailed, ConfigError, ConvertError
 from ..outside import shown
-from . import sif as S
-from . import sif_text as T
-from .squashfs import COMPRESSORS
+from .sif import text as T
+from .sif import write as S
+from .squashfs.codec import COMPRESSORS
 
 SQUASHFS_MAGIC = b"hsqs"
 _SUPERBLOCK = struct.Struct("<IIIIIHHHHHHQQ")

@@ -4,7 +4,7 @@ Every target of one source (``ckit build --to sif,sqsh``) shares one materialisa
 verification of each layer it reads and one pass over the layers' tar headers; each target then adds its own
 rootfs additions to a fork of that index and writes its squashfs (and SIF).
 
-Reuse: before reading anything, each layer is looked up in the store's reuse records (:mod:`.squashfs_reuse`)
+Reuse: before reading anything, each layer is looked up in the store's reuse records (:mod:`.squashfs.reuse`)
 under the target's compression. A layer with a record for every target is not read at all: its index is
 replayed from the record and its data copied from the earlier image. Layers without one are read, verified and
 indexed as usual; a layer replayed from a record is read after all (lazily) only when some of its data is not in
@@ -31,20 +31,25 @@ from ..errors import ConvertError
 from ..fsutil import identity
 from ..progress import Meter, Reporter
 from ..storage import store as store_mod
-from . import malloc, squashfs
-from .cpushare import CpuShare
-from .flatten import Tree
-from .headerscan import HeaderScan, members
-from .layerfile import LayerTar, Sharing, prepare, spool_path
+from .layers.columns import Columns
+from .layers.flatten import Tree
+from .layers.growing import Growing
+from .layers.headerscan import HeaderScan, members
+from .layers.layerfile import LayerTar, Sharing, prepare, spool_path
 from .model import ImageConfig, RootfsEntry
-from .precompress import Growing, Precompressor
-from .source import LayerBlob
-from .squashfs_copy import Earlier, EarlierChanged, Segment
-from .squashfs_reuse import Columns, Record, Records
-from .squashfs_writer import Ownership, Stats, codec_version, compressor, decompressor
+from .plan import verifier
+from .sources.base import LayerBlob
+from .speed import malloc
+from .speed.cpushare import CpuShare
+from .squashfs.codec import codec_version, compressor, decompressor
+from .squashfs.copy import Earlier, EarlierChanged, Segment
+from .squashfs.precompress import Precompressor
+from .squashfs.reuse import Record, Records
+from .squashfs.writer import Ownership, Stats
+from .squashfs.writer import build as build_squashfs
 
 if TYPE_CHECKING:
-    from .convert import ConvertPlan
+    from .plan import ConvertPlan
 
 log = logging.getLogger("ckit.convert")
 
@@ -221,8 +226,8 @@ class _Production:
                                      total=tree.total_bytes()) as packing:
                 stats = self._squashfs(plan, tree, ownership, squash, found, packing)
             if plan.target == "sif":
-                from . import apptainer_rootfs
-                from .sif import write_apptainer_sif
+                from .rootfs import apptainer as apptainer_rootfs
+                from .sif.write import write_apptainer_sif
 
                 write_apptainer_sif(temp, deffile=plan.deffile.encode(), squashfs=squash, arch=self.config.architecture,
                                     oci_config=apptainer_rootfs.oci_config_json(self.config),
@@ -238,8 +243,6 @@ class _Production:
     def publish(self, plan: ConvertPlan, temp: Path, meta: dict[str, Any],
                 stats: Stats) -> tuple[store_mod.Entry, Stats]:
         """Verify and publish a target's temp file, then record where its layers' data lies in it."""
-        from .convert import verifier
-
         entry = self.store.publish(plan.key, plan.target, temp, meta, verifier(plan.target), private=plan.private)
         self._record(plan, entry, stats)
         return entry, stats
@@ -263,7 +266,7 @@ class _Production:
                         earlier[n] = self.records.open(rec, decompress)
                     except OSError:  # removed since it was checked: convert that layer without it
                         del usable[n]
-                return squashfs.build(out, plan.compression, tree, ownership, mkfs_time=mkfs_time, progress=advance,
+                return build_squashfs(out, plan.compression, tree, ownership, mkfs_time=mkfs_time, progress=advance,
                                       earlier=earlier, open_layer=self.layers.get,
                                       write_behind=plan.target == "sqsh")  # a SIF's squashfs is scratch
             except EarlierChanged as changed:
@@ -283,7 +286,7 @@ class _Production:
         """Record where each layer's data lies in the published artifact, for the next conversion."""
         base = 0
         if plan.target == "sif":
-            from .sif import read_sif
+            from .sif.read import read_sif
 
             partition = read_sif(entry.path).primary_partition()
             if partition is None:
@@ -308,7 +311,7 @@ def _index(blobs: Sequence[LayerBlob], found: dict[str, list[Record | None]], la
         for n, blob in enumerate(blobs):
             if n in read:
                 tar = ready(n)  # verified: what was read of it while it arrived counts from now on
-                malloc.trim()  # what its reading freed, before the index grows by it (see :mod:`.malloc`)
+                malloc.trim()  # what its reading freed, before the index grows by it (see :mod:`.speed.malloc`)
                 scanned = layers.scanned(n, tar)
                 if scanned is None:
                     kept = Columns()
@@ -328,10 +331,11 @@ def _index(blobs: Sequence[LayerBlob], found: dict[str, list[Record | None]], la
 
 def _additions(plan: ConvertPlan, config: ImageConfig) -> tuple[list[RootfsEntry], Ownership]:
     if plan.target == "sqsh":
-        from . import charliecloud_rootfs, enroot_rootfs
+        from .rootfs import charliecloud as charliecloud_rootfs
+        from .rootfs import enroot as enroot_rootfs
 
         additions = [*enroot_rootfs.entries(config, provenance=plan.provenance), *charliecloud_rootfs.entries(config)]
         return additions, Ownership(all_root=True, fixperms=True)
-    from . import apptainer_rootfs
+    from .rootfs import apptainer as apptainer_rootfs
 
     return apptainer_rootfs.entries(config, deffile=plan.deffile, source_date_epoch=plan.epoch), Ownership()

@@ -33,7 +33,7 @@ from ..errors import ConfigError
 from ..fsutil import check_output
 from ..image.convert import TARGETS as CONVERTED
 from ..image.convert import convert_many
-from ..image.source import DaemonSource
+from ..image.sources.docker_daemon import DaemonSource
 from ..oci import labels as keys
 from ..progress import SILENT, Meter, Reporter
 from ..recipe.catalog import Catalog

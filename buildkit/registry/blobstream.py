@@ -11,7 +11,7 @@ in order.
 Memory stays bounded: a blob holds at most :data:`STREAMS` + 1 pieces, and all downloads through one client
 together ``HELD_PIECES`` (the client's ``pieces``: a conversion reads its layers through one client).
 A piece whose answer breaks off is asked for again (up to ``CKIT_HTTP_RETRIES`` times). Nothing here verifies
-the digest: the caller hashes the bytes in order (:mod:`buildkit.image.layerfile`) and nothing counts until
+the digest: the caller hashes the bytes in order (:mod:`buildkit.image.layers.layerfile`) and nothing counts until
 they match.
 """
 

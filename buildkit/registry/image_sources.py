@@ -1,7 +1,7 @@
 """What ``ckit push`` reads an image from, as :class:`.images.ImageInput`: docker archives and OCI layouts.
 
 * A docker archive (``docker-archive:``, and what an engine's save stream is spooled into for ``docker-daemon:``
-  and stacks) is read by the conversion's own reader (:class:`buildkit.image.source.DockerArchive`: members
+  and stacks) is read by the conversion's own reader (:class:`buildkit.image.sources.docker_archive.DockerArchive`: members
   indexed, links inside the archive followed, ``diff_ids`` checked for count and grammar). Its layers are plain
   tar members, compressed on the way up and checked against the config's ``diff_ids``.
 * An OCI layout (``oci:`` folder or ``oci-archive:`` tar) is walked from the tagged index entry down through
@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from ..config import limits
 from ..errors import ConfigError, IntegrityError
-from ..image.source import DockerArchive
+from ..image.sources.docker_archive import DockerArchive
 from ..oci.archive import OciArchive
 from ..oci.layout import Descriptor, OciLayout, descriptor, json_object
 from ..oci.sources import SourceSpec

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..image.source import DaemonSource
+from ..image.sources.docker_daemon import DaemonSource
 from ..storage.store import default_root
 from . import annotations as notes
 from .artifacts import push_artifact

@@ -93,7 +93,7 @@ DESCRIPTOR = struct.Struct("<i?IIIqqqqqqq128s384s")
 
 def sif_with(tmp_path: Path, **changes: int) -> Path:
     """A small SIF (one Def.FILE object) with descriptor fields overwritten."""
-    from buildkit.image import sif as S
+    from buildkit.image.sif import write as S
 
     path = tmp_path / "hostile.sif"
     with path.open("wb") as out:

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from buildkit.image import produce
-from buildkit.image.precompress import Growing
+from buildkit.image.layers.growing import Growing
 from tests.integration.hostile_images import config_blob, entry, oci_layout, sha, tar_bytes
 from tests.integration.hostile_registry import HostileServer, Reply, Seen
 

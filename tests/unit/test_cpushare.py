@@ -1,4 +1,4 @@
-"""CPU slots of the reading phase (buildkit.image.cpushare): the largest layer keeps a CPU while it streams, the
+"""CPU slots of the reading phase (buildkit.image.speed.cpushare): the largest layer keeps a CPU while it streams, the
 rest share the others first come, first served, and a slot is never taken out of turn."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from buildkit.image.cpushare import CpuShare
+from buildkit.image.speed.cpushare import CpuShare
 
 
 def started(target) -> threading.Thread:  # type: ignore[no-untyped-def]

@@ -127,9 +127,9 @@ def test_annotations_honour_source_date_epoch_and_options(tmp_path: Path, monkey
 
 def test_annotations_come_from_the_labels_inside_a_sif(tmp_path: Path, monkeypatch) -> None:
     """The SIF's oci-config.json as the converter writes it (the bare config object, ``{"Labels": …}``)."""
-    from buildkit.image.apptainer_rootfs import oci_config_json
     from buildkit.image.model import ImageConfig
-    from buildkit.image.sif import write_apptainer_sif
+    from buildkit.image.rootfs.apptainer import oci_config_json
+    from buildkit.image.sif.write import write_apptainer_sif
 
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     squashfs = tmp_path / "fs.sqsh"
