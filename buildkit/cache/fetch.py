@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, ConvertError, RegistryError
-from ..registry.reference import Reference
+from ..registry.distribution.reference import Reference
 from ..storage.cache import CacheDir, image_ref_name, safe_name
 from ..storage.holds import is_key
 from ..storage.safefs import Unsafe
 from .uri import enroot_form
 
 if TYPE_CHECKING:  # requests loads only when the lean HEAD is not enough (start-up time)
-    from ..registry.client import RegistryClient
+    from ..registry.distribution.client import RegistryClient
 
 Log = Callable[[str], None]
 
@@ -92,7 +92,7 @@ def unreachable(err: RegistryError) -> bool:
 
 def _resolve(want: Want) -> str | None:
     """The manifest digest through the lean HEAD (no ``requests`` loaded), or None for the full client."""
-    from ..registry.head import head_digest
+    from ..registry.distribution.head import head_digest
 
     ref = want.ref
     return head_digest(ref.api_host, ref.repository, ref.reference, want.credentials, insecure=want.insecure,
@@ -100,7 +100,7 @@ def _resolve(want: Want) -> str | None:
 
 
 def client_for(want: Want) -> RegistryClient:
-    from ..registry.client import RegistryClient
+    from ..registry.distribution.client import RegistryClient
 
     return RegistryClient(want.ref.api_host, insecure=want.insecure, ca_file=want.ca_file,
                           credentials=want.credentials)
@@ -247,7 +247,7 @@ def _offline(cache: CacheDir, want: Want, err: RegistryError, log: Log) -> Serve
 
 
 def _produce(cache: CacheDir, want: Want, client: Any, digest: str, log: Log) -> Served:
-    from ..registry.artifacts import kind_of_manifest
+    from ..registry.transfer.artifacts import kind_of_manifest
 
     ref = want.ref
     pinned = Reference(ref.registry, ref.repository, None, digest)
@@ -276,7 +276,7 @@ def _produce(cache: CacheDir, want: Want, client: Any, digest: str, log: Log) ->
 def _convert(cache: CacheDir, want: Want, client: Any, pinned: Reference, log: Log) -> tuple[str, bool, str]:
     from ..image import convert
     from ..image.sources.registry import RegistrySource
-    from ..registry.blobstream import blob_chunks
+    from ..registry.distribution.blobstream import blob_chunks
 
     # the image read with the caller's client (the credentials that passed the access check)
     source = RegistrySource(enroot_form(pinned), pinned, lambda: client, blob_chunks)

@@ -71,7 +71,7 @@ def get(uri_text: str, env: Mapping[str, str]) -> tuple[Served, str | None]:
         os.environ[STALE_ENV] = str(cfg.lock_stale_seconds)
     credentials = lookup(uri.ref.registry, uri.user, env)
     if credentials is None:
-        from ..registry.auth import resolve
+        from ..registry.distribution.auth import resolve
 
         credentials = resolve(uri.ref.registry)  # docker's config (and CKIT_REGISTRY_*), like `ckit pull`
     compression = choose(cfg.compression, cfg.allowed_compressions, target="sqsh", site_name=cfg.origin)

@@ -26,7 +26,7 @@ from ..storage import safefs
 from ..storage.cache import CacheDir, safe_name
 
 if TYPE_CHECKING:
-    from ..registry.reference import Reference
+    from ..registry.distribution.reference import Reference
     from ..site.model import Site
 
 Log = Callable[[str], None]
@@ -113,8 +113,8 @@ def _runtime_of(site: Site) -> str:
 
 
 def stage_file(src: Path, folder: Path, site: Site | None, target: str | None) -> StageResult:
-    from ..registry.artifacts import detect_kind
     from ..registry.stage import copy_verified
+    from ..registry.transfer.artifacts import detect_kind
 
     kind = detect_kind(src).name
     if site is not None:
@@ -130,8 +130,8 @@ def stage_ref(ref: Reference, folder: Path, *, target: str | None, compression: 
     """A registry image or artifact into ``folder`` (cache layout), recorded under its digest and its tag (as
     ``written`` too, so ``ckit launch --image`` finds it spelled the same way)."""
     from ..image.squashfs.compression import choose_for
-    from ..registry.artifacts import kind_of_manifest
-    from ..registry.auth import resolve
+    from ..registry.distribution.auth import resolve
+    from ..registry.transfer.artifacts import kind_of_manifest
     from .fetch import Want, client_for, ensure
 
     want = Want(ref, target or "sqsh", "", resolve(ref.registry), insecure=insecure, ca_file=ca_file,

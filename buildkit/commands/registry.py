@@ -13,8 +13,8 @@ import typer
 from ..errors import ConfigError
 from ..image import SOURCE_FORMS
 from ..progress import Meter
-from ..registry.auth import ENV_PASSWORD, ENV_USER, Credentials, erase, from_env, store
-from ..registry.reference import api_host, parse, parse_registry
+from ..registry.distribution.auth import ENV_PASSWORD, ENV_USER, Credentials, erase, from_env, store
+from ..registry.distribution.reference import api_host, parse, parse_registry
 from .app import (
     SETTINGS,
     DryRunOpt,
@@ -32,9 +32,9 @@ from .app import (
 
 if TYPE_CHECKING:  # the machinery is imported when a command runs (start-up time)
     from ..cache.stage import StagePlan, StageResult
-    from ..registry.client import ManifestHead
+    from ..registry.distribution.client import ManifestHead
+    from ..registry.distribution.reference import Reference
     from ..registry.push_plan import PushPlan
-    from ..registry.reference import Reference
     from ..site.model import Site
 
 # The HTTP stack (requests) is imported inside the commands, so that `ckit --help` and the other commands
@@ -75,7 +75,7 @@ def login(
     ca_file: CaFileOpt = None,
 ) -> None:
     """Check credentials against REGISTRY and store them the way docker does."""
-    from ..registry.client import RegistryClient
+    from ..registry.distribution.client import RegistryClient
 
     host = parse_registry(registry)
     if not username:
@@ -118,10 +118,10 @@ def push(
 ) -> None:
     """Push an image, a .sif or a .sqsh to an OCI registry through ckit's own client (blobs it already has are
     not sent again; plain image layers are gzip-compressed, the same bytes every time)."""
-    from ..registry.annotations import parse_pairs
-    from ..registry.client import RegistryClient
+    from ..registry.distribution.client import RegistryClient
     from ..registry.push import PushOptions, execute
     from ..registry.push_plan import plan
+    from ..registry.transfer.annotations import parse_pairs
 
     target = parse(ref)
     parameters = _parameters(sets) if sets else None
@@ -151,7 +151,7 @@ def _for_site(source: str, site: str | None) -> Site | None:
     if site is None:
         return None
     from ..cache.stage import check_fits, site_target
-    from ..registry.artifacts import detect_kind
+    from ..registry.transfer.artifacts import detect_kind
     from ..site.load import load_site
 
     profile = load_site(site, SETTINGS.sites_dirs)
@@ -195,7 +195,7 @@ def pull(
 ) -> None:
     """Pull a .sif/.sqsh artifact (or, with --to, an image converted); every byte is digest-checked."""
     from ..registry import pull as pulling
-    from ..registry.client import RegistryClient
+    from ..registry.distribution.client import RegistryClient
 
     if to not in (None, "sif", "sqsh"):
         raise ConfigError(f"--to {to!r}: expected sif or sqsh")
@@ -257,7 +257,7 @@ def lock(
     """Pin the stack's base image tag to its registry digest in ckit.lock."""
     from ..fsutil import atomic_write
     from ..recipe.catalog import Catalog
-    from ..registry.client import RegistryClient
+    from ..registry.distribution.client import RegistryClient
     from ..registry.lock import lock_data, render, resolve_base
 
     resolved = Catalog.from_dirs(SETTINGS.recipes_dirs).resolve(stack, sets=list(sets or []), ngc=ngc)
@@ -355,7 +355,7 @@ def _is_stack(name: str) -> bool:
 def _stack_build(name: str, sets: list[str] | None, ngc: str | None) -> tuple[str, str, str]:
     """(stack, fingerprint, engine image id) of the stack's newest build."""
     from ..recipe.catalog import Catalog
-    from ..registry.engine_images import stack_image
+    from ..registry.transfer.engine_images import stack_image
 
     resolved = Catalog.from_dirs(SETTINGS.recipes_dirs).resolve(name, sets=list(sets or []), ngc=ngc)
     image = stack_image(resolved.fingerprint)

@@ -37,7 +37,7 @@ from ..image.sources.docker_daemon import DaemonSource
 from ..oci import labels as keys
 from ..progress import SILENT, Meter, Reporter
 from ..recipe.catalog import Catalog
-from ..registry.reference import parse
+from ..registry.distribution.reference import parse
 from ..render.context import ContextFile, build_context
 from ..storage.store import export
 from .locked import check_lock, read_lock

@@ -10,9 +10,9 @@ from ..image.sources.base import Reader, Source
 from ..image.sources.named import parse_source
 from ..image.sources.registry import RegistrySource
 from ..oci.sources import SourceSpec
-from .blobstream import blob_chunks
-from .client import RegistryClient
-from .reference import parse
+from .distribution.blobstream import blob_chunks
+from .distribution.client import RegistryClient
+from .distribution.reference import parse
 
 
 def reader(*, insecure: bool = False, ca_file: Path | None = None) -> Reader:

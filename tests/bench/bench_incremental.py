@@ -146,9 +146,9 @@ class IncrementalRegistry(Registry):
 def _counting_reader(fetched: dict[str, int]):  # type: ignore[no-untyped-def]
     """The ``docker://`` reader of ``ckit convert``, with every blob byte fetched counted by digest."""
     from buildkit.image.sources.registry import RegistrySource
-    from buildkit.registry.blobstream import blob_chunks
-    from buildkit.registry.client import RegistryClient
-    from buildkit.registry.reference import parse
+    from buildkit.registry.distribution.blobstream import blob_chunks
+    from buildkit.registry.distribution.client import RegistryClient
+    from buildkit.registry.distribution.reference import parse
 
     def chunks(client, repository, digest, size):  # type: ignore[no-untyped-def]
         for chunk in blob_chunks(client, repository, digest, size):

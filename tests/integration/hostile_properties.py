@@ -177,8 +177,8 @@ def image_configs(blob: Any) -> None:
 @given(st.one_of(SHAPED.map(lambda v: json.dumps(v).encode()), st.binary(max_size=200)))
 def small_documents(data: bytes) -> None:
     from buildkit.oci.docker_manifest import archive_images
-    from buildkit.registry.client import error_details
-    from buildkit.registry.tokens import _token_fields
+    from buildkit.registry.distribution.client import error_details
+    from buildkit.registry.distribution.tokens import _token_fields
 
     only_clear_errors(lambda: archive_images(data, "docker-archive:x"))
     only_clear_errors(lambda: _token_fields(data, "token server"))

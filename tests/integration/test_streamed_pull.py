@@ -135,7 +135,7 @@ def test_a_large_layer_is_fetched_in_ranges_and_converted(tmp_path: Path) -> Non
 def test_a_fast_registry_is_read_as_two_ranged_streams(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """When the first piece comes faster than :data:`FAST` (0 here: always), the rest is one ranged answer."""
     from buildkit.image.convert import convert as convert_in_process
-    from buildkit.registry import blobstream
+    from buildkit.registry.distribution import blobstream
     from buildkit.registry.source import reader
     from buildkit.storage.store import Store
 
@@ -156,8 +156,8 @@ def test_downloads_through_one_client_share_its_places(tmp_path: Path, monkeypat
     places (two here), and both arrive whole: the bound belongs to the client, not to the process."""
     import threading
 
-    from buildkit.registry import blobstream
-    from buildkit.registry.client import RegistryClient
+    from buildkit.registry.distribution import blobstream
+    from buildkit.registry.distribution.client import RegistryClient
 
     monkeypatch.setattr(blobstream, "FAST", float("inf"))  # pieces, whatever the speed
     monkeypatch.setenv("CKIT_PULL_PIECE", str(PIECE))

@@ -6,7 +6,7 @@ each as it arrives, checking its digest, into an uncompressed tar it then indexe
 
 The image layer knows no registry client: the reference, a way to reach the registry and the function that
 fetches a blob's bytes are handed in (:mod:`buildkit.registry.source` does that with ckit's client and
-:mod:`buildkit.registry.blobstream`), as the protocols below describe.
+:mod:`buildkit.registry.distribution.blobstream`), as the protocols below describe.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from .base import INDEX_TYPES, Identity, LayerBlob, Materialized, Source, pick_p
 
 
 class ImageRef(Protocol):
-    """A parsed ``[REGISTRY/]REPO[:TAG][@DIGEST]`` (:class:`buildkit.registry.reference.Reference`)."""
+    """A parsed ``[REGISTRY/]REPO[:TAG][@DIGEST]`` (:class:`buildkit.registry.distribution.reference.Reference`)."""
 
     @property
     def repository(self) -> str: ...
@@ -50,7 +50,7 @@ class Blob(Protocol):
 
 
 class BlobClient(Protocol):
-    """What the source asks of a registry client (:class:`buildkit.registry.client.RegistryClient`)."""
+    """What the source asks of a registry client (:class:`buildkit.registry.distribution.client.RegistryClient`)."""
 
     def get_manifest(self, repo: str, reference: str, accept: str = ...) -> Manifest: ...
     def open_blob(self, repo: str, digest: str, size: int | None = None) -> AbstractContextManager[Blob]: ...
@@ -115,7 +115,7 @@ class RegistrySource(Source):
     def materialize(self, workdir: Path, progress: Callable[[int], None] | None = None) -> Materialized:
         """The layers as streams: nothing is downloaded here. Each layer's bytes are fetched when the converter
         prepares it (several layers at once, and large ones as several byte ranges at once,
-        :mod:`buildkit.registry.blobstream`) and decompressed and checked as they arrive; only the decompressed
+        :mod:`buildkit.registry.distribution.blobstream`) and decompressed and checked as they arrive; only the decompressed
         tar is spooled, never the compressed blob."""
         config = self.identify().config or b""
         return Materialized(config, [

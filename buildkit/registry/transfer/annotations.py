@@ -19,13 +19,13 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .. import __version__
-from ..config.jsondoc import parse as parse_json
-from ..errors import CkitError, ConfigError
-from ..image.sif.read import read_sif
-from ..image.sif.write import DATA_GENERIC_JSON
-from ..oci.labels import CKIT_PREFIX, CREATED, OCI_PREFIX, PARAMETERS, SOURCE_DIGEST, STACK, VERSION
-from ..reproducible import source_date_epoch
+from ... import __version__
+from ...config.jsondoc import parse as parse_json
+from ...errors import CkitError, ConfigError
+from ...image.sif.read import read_sif
+from ...image.sif.write import DATA_GENERIC_JSON
+from ...oci.labels import CKIT_PREFIX, CREATED, OCI_PREFIX, PARAMETERS, SOURCE_DIGEST, STACK, VERSION
+from ...reproducible import source_date_epoch
 
 _KEPT_PREFIXES = (CKIT_PREFIX, OCI_PREFIX)
 

@@ -11,26 +11,37 @@ An upload whose digest is not known yet (``digest=None``) hashes the file as it 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, BinaryIO
+from collections.abc import Callable, Sequence
+from typing import Any, BinaryIO, Protocol
 
 import requests
 
-from ..errors import RegistryError
-from ..outside import ascii_int
+from ...errors import RegistryError
+from ...outside import ascii_int
 from .streams import HashingFile, LimitedReader
 from .tokens import scope_for
-
-if TYPE_CHECKING:
-    from .client import RegistryClient
 
 log = logging.getLogger("ckit.registry")
 
 MAX_RESTARTS = 3
 
 
+class UploadClient(Protocol):
+    """What an upload asks of the registry client (:class:`.client.RegistryClient`, which starts uploads here)."""
+
+    host: str
+    chunk_size: int
+
+    def request(self, method: str, path: str, scopes: Sequence[str], *, ok: Sequence[int] = ...,
+                headers: dict[str, str] | None = ..., body: Callable[[], Any] | None = ...,
+                params: dict[str, str] | None = ..., stream: bool = ..., what: str = ...,
+                limit: int | None = ...) -> requests.Response: ...
+    def location_of(self, response: requests.Response) -> str: ...
+    def with_param(self, location: str, key: str, value: str) -> str: ...
+
+
 class ChunkedUpload:
-    def __init__(self, client: RegistryClient, repo: str, location: str, stream: BinaryIO, digest: str | None,
+    def __init__(self, client: UploadClient, repo: str, location: str, stream: BinaryIO, digest: str | None,
                  size: int, progress: Callable[[int], None] | None) -> None:
         self.client = client
         self.repo = repo

@@ -9,7 +9,7 @@ import hashlib
 from collections.abc import Callable
 from typing import BinaryIO, Protocol
 
-from ..errors import IntegrityError
+from ...errors import IntegrityError
 
 READ_SIZE = 1 << 20
 

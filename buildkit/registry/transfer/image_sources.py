@@ -14,13 +14,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..config import limits
-from ..errors import ConfigError, IntegrityError
-from ..image.sources.docker_archive import DockerArchive
-from ..oci.archive import OciArchive
-from ..oci.layout import Descriptor, OciLayout, descriptor, json_object
-from ..oci.sources import SourceSpec
-from .client import DOCKER_LIST, OCI_INDEX, OCI_MANIFEST, RegistryClient
+from ...config import limits
+from ...errors import ConfigError, IntegrityError
+from ...image.sources.docker_archive import DockerArchive
+from ...oci.archive import OciArchive
+from ...oci.layout import Descriptor, OciLayout, descriptor, json_object
+from ...oci.sources import SourceSpec
+from ..distribution.client import DOCKER_LIST, OCI_INDEX, OCI_MANIFEST, RegistryClient
 from .images import ImageInput, Pushed, compression_of, format_of, index_manifest, push_image
 from .layers import LayerSource, Uploader, sniff
 

@@ -26,10 +26,10 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from ..config import limits
-from ..errors import IntegrityError, RegistryError
-from ..oci.digest import parse_digest
-from ..outside import ascii_int
+from ...config import limits
+from ...errors import IntegrityError, RegistryError
+from ...oci.digest import parse_digest
+from ...outside import ascii_int
 from . import transport
 from .tokens import scope_for
 

@@ -20,8 +20,8 @@ import ssl
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
-from ..errors import CkitError, RegistryError
-from ..oci.digest import parse_digest
+from ...errors import CkitError, RegistryError
+from ...oci.digest import parse_digest
 from .auth import Credentials
 from .challenge import parse_challenge, realm_allows_credentials, scope_for
 from .reference import is_loopback

@@ -20,9 +20,9 @@ from urllib.parse import urlsplit
 
 import requests
 
-from ..config import limits
-from ..config.jsondoc import parse as parse_json
-from ..errors import RegistryError
+from ...config import limits
+from ...config.jsondoc import parse as parse_json
+from ...errors import RegistryError
 from .auth import Credentials
 from .challenge import Challenge, parse_challenge, realm_allows_credentials, scope_for
 

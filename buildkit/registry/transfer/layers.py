@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
-from ..errors import IntegrityError, Interrupted
-from ..oci.archive import RangeFile
-from ..oci.digest import parse_digest
+from ...errors import IntegrityError, Interrupted
+from ...oci.archive import RangeFile
+from ...oci.digest import parse_digest
+from ..distribution.client import RegistryClient
+from ..distribution.streams import READ_SIZE
 from . import known_digests
-from .client import RegistryClient
 from .compress import METHOD, gzip_stream
-from .streams import READ_SIZE
 
 log = logging.getLogger("ckit.registry")
 

@@ -21,12 +21,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config.jsondoc import parse as parse_json
-from ..errors import CompatError, ConfigError, IntegrityError
-from ..oci.digest import of_bytes
-from ..outside import ascii_int
-from ..site.compat import SIF_LAYER_PROTO
-from .client import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST, RegistryClient
+from ...config.jsondoc import parse as parse_json
+from ...errors import CompatError, ConfigError, IntegrityError
+from ...oci.digest import of_bytes
+from ...outside import ascii_int
+from ...site.compat import SIF_LAYER_PROTO
+from ..distribution.client import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST, RegistryClient
 from .layers import Blob, LayerSource, Uploader
 
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"

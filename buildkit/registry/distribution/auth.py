@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import limits
-from ..config.jsondoc import parse as parse_json
-from ..errors import ConfigError, RegistryError
-from ..fsutil import atomic_path, read_capped
+from ...config import limits
+from ...config.jsondoc import parse as parse_json
+from ...errors import ConfigError, RegistryError
+from ...fsutil import atomic_path, read_capped
 from .reference import DOCKER_HUB
 
 ENV_USER = "CKIT_REGISTRY_USER"
@@ -126,7 +126,7 @@ def resolve(host: str, config_path: Path | None = None) -> Credentials | None:
 
 def _run_helper(helper: str, action: str, payload: str, **kwargs: Any) -> Any:
     """``docker-credential-HELPER ACTION`` with ``payload`` on its stdin (a process.run result)."""
-    from .. import process  # only credential helpers run programs: the importer's start-up skips loading it
+    from ... import process  # only credential helpers run programs: the importer's start-up skips loading it
 
     name = f"docker-credential-{helper}"
     process.require(name, purpose=f"read registry credentials (credsStore/credHelpers {helper!r})")

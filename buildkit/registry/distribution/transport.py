@@ -32,9 +32,9 @@ import urllib3.connection
 from requests.adapters import HTTPAdapter
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from ..config import limits
-from ..errors import IntegrityError, RegistryError
-from ..outside import ascii_int
+from ...config import limits
+from ...errors import IntegrityError, RegistryError
+from ...outside import ascii_int
 
 log = logging.getLogger("ckit.registry")
 

@@ -18,7 +18,7 @@ versions set inconsistently (``…sif.config.v1`` without ``+json``). ckit's pul
 way, and writes the file executable (0755 before the umask), as apptainer's pull does.
 
 The layer carries ``org.opencontainers.image.title`` (the file name); the manifest carries the annotations
-of :func:`buildkit.registry.annotations.for_artifact`.
+of :func:`buildkit.registry.transfer.annotations.for_artifact`.
 """
 
 from __future__ import annotations
@@ -31,17 +31,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import IntegrityError, RegistryError
-from ..fsutil import atomic_path
-from ..image.inspect import detect
-from ..oci.digest import of_bytes
-from ..oci.labels import TITLE
-from ..oci.layout import descriptor, json_object
-from ..site.compat import SIF_LAYER_PROTO, SIF_LAYER_V1
+from ...errors import IntegrityError, RegistryError
+from ...fsutil import atomic_path
+from ...image.inspect import detect
+from ...oci.digest import of_bytes
+from ...oci.labels import TITLE
+from ...oci.layout import descriptor, json_object
+from ...site.compat import SIF_LAYER_PROTO, SIF_LAYER_V1
+from ..distribution.client import OCI_MANIFEST, Progress, RegistryClient
+from ..distribution.reference import Reference
+from ..distribution.streams import READ_SIZE
 from . import known_digests
-from .client import OCI_MANIFEST, Progress, RegistryClient
-from .reference import Reference
-from .streams import READ_SIZE
 
 EMPTY_CONFIG = b"{}"
 

@@ -25,12 +25,12 @@ from urllib.parse import urlsplit
 import requests
 import urllib3
 
-from ..config import limits
-from ..config.jsondoc import parse as parse_json
-from ..errors import ConfigError, IntegrityError, RegistryError
-from ..oci.digest import VerifyingReader, of_bytes, parse_digest, verify_bytes
-from ..outside import ascii_int
-from ..process import redact
+from ...config import limits
+from ...config.jsondoc import parse as parse_json
+from ...errors import ConfigError, IntegrityError, RegistryError
+from ...oci.digest import VerifyingReader, of_bytes, parse_digest, verify_bytes
+from ...outside import ascii_int
+from ...process import redact
 from . import auth as auth_mod
 from . import transport
 from .reference import Reference, is_loopback, parse
@@ -320,7 +320,7 @@ class RegistryClient:
         """Upload a file whose digest is not known, hashing it as it is sent (chunked); return (digest, bytes sent).
 
         Without a digest the registry cannot be asked first, so use this only for a file ckit has not seen
-        (see :mod:`.known_digests`); it saves the separate read that hashing first would cost.
+        (see :mod:`..transfer.known_digests`); it saves the separate read that hashing first would cost.
         """
         from .chunked import ChunkedUpload
 

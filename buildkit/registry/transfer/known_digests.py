@@ -18,9 +18,9 @@ import os
 import re
 from pathlib import Path
 
-from ..fsutil import atomic_write
-from ..outside import ascii_int
-from ..storage.store import default_root
+from ...fsutil import atomic_write
+from ...outside import ascii_int
+from ...storage.store import default_root
 
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 

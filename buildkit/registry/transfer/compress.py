@@ -25,7 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import BinaryIO, Protocol
 
-from ..errors import IntegrityError
+from ...errors import IntegrityError
 
 _deflate: types.ModuleType
 try:  # ISA-L on x86_64/aarch64 (a dependency there); zlib elsewhere

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..daemon import EngineAPIError, connect, short_error
-from ..errors import ConfigError, RegistryError
-from ..oci.labels import FINGERPRINT
-from ..oci.sources import SourceSpec
+from ...daemon import EngineAPIError, connect, short_error
+from ...errors import ConfigError, RegistryError
+from ...oci.labels import FINGERPRINT
+from ...oci.sources import SourceSpec
 
 
 def stack_image(fingerprint: str) -> str | None:
