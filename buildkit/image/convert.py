@@ -12,6 +12,7 @@ is all-root with ``u+rX`` (and ``u+w`` on directories), exactly what ``enroot im
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -29,6 +30,7 @@ from .plan import provenance as provenance
 from .plan import verifier as verifier
 from .sources.base import Reader, Source
 from .sources.named import parse_source
+from .speed.tuning import Tuning
 
 if TYPE_CHECKING:
     from ..site.model import Site
@@ -54,17 +56,19 @@ class ConvertResult:
                 "compressed_bytes": self.compressed_bytes}
 
 
-
-def execute(p: ConvertPlan, store: store_mod.Store | None = None, progress: Reporter = SILENT) -> ConvertResult:
-    return execute_many([p], store, progress=progress)[0]
+def execute(p: ConvertPlan, store: store_mod.Store | None = None, progress: Reporter = SILENT,
+            tuning: Tuning | None = None) -> ConvertResult:
+    return execute_many([p], store, progress=progress, tuning=tuning)[0]
 
 
 def execute_many(plans: Sequence[ConvertPlan], store: store_mod.Store | None = None, *,
-                 progress: Reporter = SILENT) -> list[ConvertResult]:
+                 progress: Reporter = SILENT, tuning: Tuning | None = None) -> list[ConvertResult]:
     """Several targets of one source: each comes from the store when it is there; the others are made
-    together, from one read of the layers and one pass over their headers (:mod:`.produce`)."""
+    together, from one read of the layers and one pass over their headers (:mod:`.produce`). ``tuning``: the
+    speed mechanisms used on a miss; None reads ``CKIT_PLAIN`` here, once (:mod:`.speed.tuning`)."""
     if len({id(p.source) for p in plans}) > 1:
         raise ConvertError("execute_many converts one source object to several targets")
+    tuning = tuning if tuning is not None else Tuning.from_env(os.environ)
     started = time.monotonic()
     store = store or store_mod.Store()
     entries: dict[str, tuple[store_mod.Entry, bool, Any]] = {}
@@ -77,7 +81,7 @@ def execute_many(plans: Sequence[ConvertPlan], store: store_mod.Store | None = N
             if missing:
                 from .produce import produce  # on a store miss only: what it imports costs a hit's start-up
 
-                for p, (entry, stats) in zip(missing, produce(missing, store, progress), strict=True):
+                for p, (entry, stats) in zip(missing, produce(missing, store, progress, tuning), strict=True):
                     entries[p.key] = (entry, False, stats)
     results = []
     for p in plans:
@@ -98,17 +102,17 @@ def _from_store(p: ConvertPlan, store: store_mod.Store, found: dict[str, Any]) -
 
 def convert(source: str | Source, target: str, *, output: Path | None = None, compress: str | None = None,
             site: Site | None = None, store: store_mod.Store | None = None, registry: Reader | None = None,
-            progress: Reporter = SILENT) -> ConvertResult:
+            progress: Reporter = SILENT, tuning: Tuning | None = None) -> ConvertResult:
     """Convert ``source`` (a SOURCE string) to ``target`` ("sif" or "sqsh"), via the store; ``progress``
     draws the reading of the layers and the writing of the squashfs."""
     return execute(plan(source, target, output=output, compress=compress, site=site, registry=registry), store,
-                   progress)
+                   progress, tuning)
 
 
 def convert_many(source: str | Source, targets: Sequence[tuple[str, Path | None]], *,
                  store: store_mod.Store | None = None, progress: Reporter = SILENT,
-                 **options: Any) -> list[ConvertResult]:
+                 tuning: Tuning | None = None, **options: Any) -> list[ConvertResult]:
     """``source`` to every (target, output) in ``targets``, reading and indexing the layers once."""
     src = source if isinstance(source, Source) else parse_source(source, registry=options.get("registry"))
     return execute_many([plan(src, target, output=output, **options) for target, output in targets], store,
-                        progress=progress)
+                        progress=progress, tuning=tuning)

@@ -21,6 +21,7 @@ import pytest
 import zstandard
 
 from buildkit.image import produce as produce_mod
+from buildkit.image import reading
 from buildkit.image.convert import ConvertResult, convert, convert_many
 from buildkit.image.layers import flatten as flatten_mod
 from buildkit.image.layers import layerfile
@@ -105,13 +106,13 @@ def scans(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 def prepared(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """The layers that were read and verified."""
     seen: list[str] = []
-    real = produce_mod.prepare
+    real = reading.prepare
 
     def counting(blob, *args, **kwargs):  # type: ignore[no-untyped-def]
         seen.append(blob.what)
         return real(blob, *args, **kwargs)
 
-    monkeypatch.setattr(produce_mod, "prepare", counting)
+    monkeypatch.setattr(reading, "prepare", counting)
     yield seen
 
 

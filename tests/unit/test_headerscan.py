@@ -166,7 +166,7 @@ def test_a_stream_that_fails_before_it_begins_leaves_no_scan_waiting(tmp_path: P
     """A download refused at its first request never says the stream ended: the end of the reading phase stops the
     scan, also when there is no precompressor (targets of two codecs)."""
     from buildkit.errors import RegistryError
-    from buildkit.image.produce import _Layers
+    from buildkit.image.reading import LayerReader
     from buildkit.image.sources.base import LayerBlob
 
     def refused():  # type: ignore[no-untyped-def]
@@ -174,7 +174,7 @@ def test_a_stream_that_fails_before_it_begins_leaves_no_scan_waiting(tmp_path: P
         yield b""
 
     blob = LayerBlob(tmp_path / "none", 0, 100, "layer 1", digest="sha256:" + "0" * 64, chunks=refused)
-    layers = _Layers([blob], tmp_path, lambda n: None, make=None)
+    layers = LayerReader([blob], tmp_path, lambda n: None, make=None)
     with pytest.raises(RegistryError), layers.preparing([0]) as ready:
         ready(0)
     (scan,) = layers._scans.values()  # noqa: SLF001
