@@ -16,19 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
-from ..engine.base import (
-    AUTO_ORDER,
-    BuildEvent,
-    BuildListener,
-    BuildRequest,
-    BuiltImage,
-    Engine,
-    Selection,
-    context_digest,
-    get_engine,
-    select_engine,
-)
+from ..engine.base import BuildEvent, BuildListener, BuildRequest, BuiltImage, Engine, context_digest
 from ..engine.docker import DockerEngine
+from ..engine.select import AUTO_ORDER, Selection, get_engine, select_engine
 from ..errors import ConfigError
 from ..fsutil import check_output
 from ..image.convert import TARGETS as CONVERTED

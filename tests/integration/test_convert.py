@@ -30,7 +30,7 @@ from buildkit.image.rootfs import charliecloud as charliecloud_rootfs
 from buildkit.image.rootfs import enroot as enroot_rootfs
 from buildkit.image.sif.read import read_sif
 from buildkit.image.sources.docker_daemon import DaemonSource
-from buildkit.image.squashfs import compression as squashfs
+from buildkit.image.squashfs import superblock as squashfs
 from buildkit.registry.source import reader
 from buildkit.storage.store import Store
 from tests.infra.containers import remove_images

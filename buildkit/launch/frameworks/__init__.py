@@ -15,7 +15,7 @@ from ...errors import ConfigError
 from ..backend import Registry
 
 if TYPE_CHECKING:
-    from ..plan import LaunchPlan
+    from ..model import LaunchPlan
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from typing import Any
 
 from ...errors import ConfigError
 from .. import steps
-from ..plan import LaunchPlan
+from ..model import LaunchPlan
 from ..shell import q
 from . import FrameworkBackend, Glue
 

@@ -11,7 +11,7 @@ the head does not answer within a minute or not every node joined within five.
 from __future__ import annotations
 
 from .. import steps
-from ..plan import LaunchPlan
+from ..model import LaunchPlan
 from ..shell import q
 from . import HOST_IP, NODE_LIST, FrameworkBackend, Glue
 

@@ -16,7 +16,7 @@ from ..backend import Registry
 
 if TYPE_CHECKING:
     from ...site.model import Site
-    from ..plan import Image, LaunchPlan
+    from ..model import Image, LaunchPlan
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import ConfigError
 from ..frameworks.mindspore import DEVICE_LOOP
-from ..plan import Image, LaunchPlan
+from ..model import Image, LaunchPlan
 from ..shell import expand_quote, q
 from . import Execution, LaunchResult, SchedulerBackend
 

@@ -10,7 +10,7 @@ from ...errors import ConfigError
 from ...process import which
 from .. import runtimes, steps
 from ..frameworks import glue_for
-from ..plan import LaunchPlan
+from ..model import LaunchPlan
 from ..shell import expand_quote, q, q_value
 from . import Execution, LaunchResult, SchedulerBackend
 
