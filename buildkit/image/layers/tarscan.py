@@ -180,17 +180,67 @@ def _names(buf: bytes, long_name: str | None, long_link: str | None) -> tuple[st
     return (long_name if long_name is not None else name), linkname
 
 
+META_TYPES = (tarfile.XHDTYPE, b"X", tarfile.XGLTYPE, tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK)
+
+
+def _padded(size: int) -> int:
+    return (size + BLOCK - 1) // BLOCK * BLOCK
+
+
+@dataclass
+class _Extended:
+    """What the extended headers before a member say about it: PAX records (global ones until replaced), a GNU
+    long name or long link."""
+
+    global_pax: dict[str, str] = field(default_factory=dict)  # replaced, never mutated: members may share it
+    pax: dict[str, str] | None = None
+    long_name: str | None = None
+    long_link: str | None = None
+
+    def add(self, kind: bytes, data: bytes, what: str) -> None:
+        if kind == tarfile.XGLTYPE:
+            self.global_pax = {**self.global_pax, **_pax(data, what)}
+        elif kind in (tarfile.XHDTYPE, b"X"):
+            self.pax = _pax(data, what)
+        elif kind == tarfile.GNUTYPE_LONGNAME:
+            self.long_name = _str(data)
+        else:
+            self.long_link = _str(data)
+
+    def headers(self) -> dict[str, str]:
+        return {**self.global_pax, **self.pax} if self.global_pax and self.pax else (self.pax or self.global_pax)
+
+    def used(self) -> None:
+        """A member took them: the next one starts with the global records only."""
+        self.pax, self.long_name, self.long_link = None, None, None
+
+
+def _member(buf: bytes, kind: bytes, header_at: int, at: int, extended: _Extended, what: str) -> Member:
+    """The member whose header is ``buf`` (at ``header_at`` of the file, ``at`` of the layer), its fields
+    overridden by the extended headers before it."""
+    mode, uid, gid, size, seconds = _header_numbers(buf, at, what)
+    mtime: float = seconds  # whole seconds in the header, fractional in PAX
+    name, linkname = _names(buf, extended.long_name, extended.long_link)
+    headers = extended.headers()
+    if headers:  # PAX records override the header fields
+        name, linkname = headers.get("path", name), headers.get("linkpath", linkname)
+        uid, gid = _pax_int(headers, "uid", uid, what, name), _pax_int(headers, "gid", gid, what, name)
+        mtime = _pax_time(headers, mtime, what, name)
+        size = _pax_int(headers, "size", size, what, name) if "size" in headers else size
+    _check_numbers(what, name, at, (mode, uid, gid, size))
+    return Member(
+        name=name.rstrip("/") or name if kind == tarfile.DIRTYPE else name,
+        type=kind, mode=mode, uid=uid, gid=gid, mtime=mtime, size=size, linkname=linkname,
+        offset=header_at, offset_data=header_at + BLOCK, pax_headers=headers,
+        sparse=kind == tarfile.GNUTYPE_SPARSE or bool(headers) and any(k.startswith("GNU.sparse.") for k in headers),
+    )
+
+
 def scan(f: BinaryIO, start: int, end: int, what: str,
          pread: Callable[[int, int, int], bytes] = os.pread) -> Iterator[Member]:
     """Every member of the tar at ``[start, end)`` of ``f`` (a file with a descriptor: headers are pread, through
     ``pread`` when given: a file still being written waits there for its bytes)."""
-    pos = start
-    global_pax: dict[str, str] = {}  # replaced, never mutated: members may share it
-    pax: dict[str, str] | None = None
-    long_name: str | None = None
-    long_link: str | None = None
-    mtime: float  # whole seconds in the header, fractional in PAX
-    fd = f.fileno()
+    pos, fd, extended = start, f.fileno(), _Extended()
     max_meta = limits.size("tar_header_size")
     while pos < end:  # every pass moves pos forward by at least one block
         buf = pread(fd, BLOCK, pos) if pos + BLOCK <= end else b""  # one syscall per header: no seek
@@ -200,41 +250,17 @@ def scan(f: BinaryIO, start: int, end: int, what: str,
             if pread(fd, end - pos, pos).strip(b"\0"):
                 raise _bad(what, pos - start, "the layer ends inside a tar header (truncated)")
             return
-        mode, uid, gid, size, mtime = _header_numbers(buf, pos - start, what)
-        kind = buf[156:157] or tarfile.REGTYPE
-        header_at, data_at = pos, pos + BLOCK
-        pos = data_at + (size + BLOCK - 1) // BLOCK * BLOCK
-        if kind in (tarfile.XHDTYPE, b"X", tarfile.XGLTYPE, tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK):
+        kind, data_at = buf[156:157] or tarfile.REGTYPE, pos + BLOCK
+        if kind in META_TYPES:
+            size = _header_numbers(buf, pos - start, what)[3]
             data = pread(fd, size, data_at) if size <= max_meta and data_at + size <= end else b""
             if len(data) < size:  # too large, past the range, or past the end of the file or of a stream
-                raise _bad(what, header_at - start, f"an extended header of {size} bytes does not fit")
-            if kind == tarfile.XGLTYPE:
-                global_pax = {**global_pax, **_pax(data, what)}
-            elif kind in (tarfile.XHDTYPE, b"X"):
-                pax = _pax(data, what)
-            elif kind == tarfile.GNUTYPE_LONGNAME:
-                long_name = _str(data)
-            else:
-                long_link = _str(data)
+                raise _bad(what, pos - start, f"an extended header of {size} bytes does not fit")
+            extended.add(kind, data, what)
+            pos = data_at + _padded(size)
             continue
-        name, linkname = _names(buf, long_name, long_link)
-        headers = {**global_pax, **pax} if global_pax and pax else (pax or global_pax)
-        if headers:  # PAX records override the header fields
-            name, linkname = headers.get("path", name), headers.get("linkpath", linkname)
-            uid, gid = _pax_int(headers, "uid", uid, what, name), _pax_int(headers, "gid", gid, what, name)
-            mtime = _pax_time(headers, mtime, what, name)
-            if "size" in headers:
-                size = _pax_int(headers, "size", size, what, name)
-                pos = data_at + (size + BLOCK - 1) // BLOCK * BLOCK
-        _check_numbers(what, name, header_at - start, (mode, uid, gid, size))
-        member = Member(
-            name=name.rstrip("/") or name if kind == tarfile.DIRTYPE else name,
-            type=kind, mode=mode, uid=uid, gid=gid, mtime=mtime, size=size, linkname=linkname,
-            offset=header_at, offset_data=data_at, pax_headers=headers,
-            sparse=kind == tarfile.GNUTYPE_SPARSE or bool(headers) and any(k.startswith("GNU.sparse.")
-                                                                             for k in headers),
-        )
-        if kind not in DATA_TYPES and kind in KNOWN:
-            pos = data_at  # only regular files carry data
-        pax, long_name, long_link = None, None, None
+        member = _member(buf, kind, pos, pos - start, extended, what)
+        extended.used()
+        # only regular files (and types ckit does not know, to be skipped whole) carry data
+        pos = data_at + (_padded(member.size) if kind in DATA_TYPES or kind not in KNOWN else 0)
         yield member

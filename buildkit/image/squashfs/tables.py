@@ -11,27 +11,23 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ...errors import ConvertError
 from ..layers.flatten import Inode, Meta, Node, Tree
+from .attributes import NO_XATTR, Ids, Xattrs
+from .directories import Entry, Open, entry_name
+from .directories import listing as dir_listing
+from .metadata import Compress, MetadataWriter
 
 if TYPE_CHECKING:
-    from .blocks import Output
     from .data import Placement
 
-METADATA_SIZE = 8192
-UNCOMPRESSED_META = 0x8000  # flag in a metadata block's 16-bit header
-NO_XATTR = 0xFFFFFFFF
-DIR_ENTRIES_PER_HEADER = 256
-XATTR_PREFIXES = {"user.": 0, "trusted.": 1, "security.": 2}
 # basic inode types; the extended variant of each is +7
 DIR, FILE, SYMLINK, FIFO = 1, 2, 3, 6
 EXTENDED = 7
-
-Compress = Callable[[bytes], bytes]
 
 
 @dataclass(frozen=True)
@@ -52,147 +48,6 @@ class Ownership:
         return mode
 
 
-class MetadataWriter:
-    """A metadata stream (inode table, directory table, …): 8 KiB blocks behind 16-bit headers."""
-
-    def __init__(self, compress: Compress) -> None:
-        self._compress = compress
-        self.data = bytearray()
-        self._buf = bytearray()
-        self.block_starts: list[int] = []
-
-    def ref(self) -> tuple[int, int]:
-        """(start of the current block in the compressed stream, offset inside it)."""
-        return len(self.data), len(self._buf)
-
-    def position(self) -> int:
-        """How many bytes of content were written so far (the uncompressed position)."""
-        return len(self.block_starts) * METADATA_SIZE + len(self._buf)
-
-    def block_start(self, position: int) -> int:
-        """Where the block that holds content byte ``position`` starts in the compressed stream (the block
-        being filled starts where the stream ends now)."""
-        number = position // METADATA_SIZE
-        return self.block_starts[number] if number < len(self.block_starts) else len(self.data)
-
-    def write(self, chunk: bytes) -> None:
-        self._buf += chunk
-        while len(self._buf) >= METADATA_SIZE:
-            self._flush(bytes(self._buf[:METADATA_SIZE]))
-            del self._buf[:METADATA_SIZE]
-
-    def _flush(self, block: bytes) -> None:
-        self.block_starts.append(len(self.data))
-        packed = self._compress(block)
-        if len(packed) < len(block):
-            self.data += struct.pack("<H", len(packed)) + packed
-        else:
-            self.data += struct.pack("<H", len(block) | UNCOMPRESSED_META) + block
-
-    def finish(self) -> bytes:
-        if self._buf:
-            self._flush(bytes(self._buf))
-            self._buf.clear()
-        return bytes(self.data)
-
-
-class _Ids:
-    def __init__(self) -> None:
-        self.index: dict[int, int] = {}
-
-    def __call__(self, value: int) -> int:
-        found = self.index.get(value)
-        if found is None:
-            if not 0 <= value < 1 << 32:
-                raise ConvertError(f"uid/gid {value} does not fit in squashfs (0 to 4294967295)")
-            if len(self.index) >= 0xFFFF:  # the superblock counts ids in 16 bits
-                raise ConvertError("the image uses more than 65535 distinct uids/gids, more than squashfs can hold",
-                                   hint="a .sqsh (all files owned by root) has no such limit")
-            found = self.index[value] = len(self.index)
-        return found
-
-
-class _Xattrs:
-    """The xattr key/value table and its id table; identical sets are stored once."""
-
-    def __init__(self, compress: Compress) -> None:
-        self.kv = MetadataWriter(compress)
-        self.ids: list[tuple[int, int, int]] = []  # (ref, count, size)
-        self._known: dict[tuple[tuple[str, str], ...], int] = {}
-        self.dropped: set[str] = set()
-
-    def __call__(self, pairs: tuple[tuple[str, str], ...]) -> int:
-        if not pairs:
-            return NO_XATTR
-        found = self._known.get(pairs)
-        if found is not None:
-            return found
-        encoded = []
-        listed = 0  # what listxattr returns: each full name and its NUL, plus the values (as mksquashfs counts)
-        for key, value in pairs:
-            name = key.split(".xattr.", 1)[1] if ".xattr." in key else key
-            prefix = next((p for p in XATTR_PREFIXES if name.startswith(p)), None)
-            if prefix is None:
-                self.dropped.add(name)
-                continue
-            raw_name = name[len(prefix):].encode("utf-8", "surrogateescape")
-            raw_value = value.encode("utf-8", "surrogateescape")
-            encoded.append(struct.pack("<HH", XATTR_PREFIXES[prefix], len(raw_name)) + raw_name
-                           + struct.pack("<I", len(raw_value)) + raw_value)
-            listed += len(prefix) + len(raw_name) + 1 + len(raw_value)
-        if not encoded:
-            self._known[pairs] = NO_XATTR
-            return NO_XATTR
-        block, offset = self.kv.ref()
-        body = b"".join(encoded)
-        self.kv.write(body)
-        found = self._known[pairs] = len(self.ids)
-        self.ids.append(((block << 16) | offset, len(encoded), listed))
-        return found
-
-    def write_tables(self, out: Output, pos: int, compress: Compress) -> tuple[int, int]:
-        """The key/value blocks, then the id table, then its header and index, at ``pos`` of ``out``.
-        Returns (the header's position, for the superblock; the position after)."""
-        kv = self.kv.finish()
-        out.write(kv)
-        ids = MetadataWriter(compress)
-        ids.write(b"".join(struct.pack("<QII", ref, count, size) for ref, count, size in self.ids))
-        id_blocks = ids.finish()
-        out.write(id_blocks)
-        ids_at, header = pos + len(kv), pos + len(kv) + len(id_blocks)
-        out.write(struct.pack("<QII", pos, len(self.ids), 0)
-                  + struct.pack(f"<{len(ids.block_starts)}Q", *(ids_at + s for s in ids.block_starts)))
-        return header, header + 16 + 8 * len(ids.block_starts)
-
-
-@dataclass(slots=True)
-class _Entry:
-    name: bytes
-    kind: int
-    ref: int
-    number: int
-
-
-@dataclass(slots=True)
-class _Open:
-    """A directory being written: its children are written first (depth first, no recursion)."""
-
-    path: str
-    number: int
-    parent: int
-    pending: Iterator[tuple[bytes, str]]  # (name, path) of each child, in name order
-    name: bytes = b""
-    entries: list[_Entry] = field(default_factory=list)
-    subdirs: int = 0
-
-
-def _name(path: str) -> bytes:
-    name = path.rpartition("/")[2].encode("utf-8", "surrogateescape")
-    if len(name) > 256:
-        raise ConvertError(f"/{path}: a name longer than 256 bytes cannot be stored in squashfs")
-    return name
-
-
 class Tables:
     """Inode and directory tables, written depth first: a directory after everything below it."""
 
@@ -200,8 +55,8 @@ class Tables:
         self.tree, self.own, self.placements = tree, own, placements
         self.inodes = MetadataWriter(compress)
         self.dirs = MetadataWriter(compress)
-        self.ids = _Ids()
-        self.xattrs = _Xattrs(compress)
+        self.ids = Ids()
+        self.xattrs = Xattrs(compress)
         # Only hardlinked files are kept by inode (their names share one): a dict entry for every file cost
         # about 20 MB at the writer's peak on a 4 GB image. Keyed by the Inode itself (hashed by identity), not by
         # id(): no int object per key.
@@ -236,7 +91,7 @@ class Tables:
                 ref = self._close(frame)
                 if not stack:
                     return ref
-                stack[-1].entries.append(_Entry(frame.name, DIR, ref, frame.number))
+                stack[-1].entries.append(Entry(frame.name, DIR, ref, frame.number))
                 stack[-1].subdirs += 1
                 continue
             name, path = child
@@ -245,11 +100,11 @@ class Tables:
                 stack.append(self._open(path, name, frame.number))
             else:
                 kind, ref, number = self._leaf(path, node)
-                frame.entries.append(_Entry(name, kind, ref, number))
+                frame.entries.append(Entry(name, kind, ref, number))
 
-    def _open(self, path: str, name: bytes, parent: int) -> _Open:
-        children = sorted((_name(child), child) for child in self.tree.children.get(path, ()))
-        return _Open(path, self._dir_numbers[path], parent, iter(children), name)
+    def _open(self, path: str, name: bytes, parent: int) -> Open:
+        children = sorted((entry_name(child), child) for child in self.tree.children.get(path, ()))
+        return Open(path, self._dir_numbers[path], parent, iter(children), name)
 
     def export(self) -> bytes:
         """The export table's content: every inode's reference by number (little-endian u64)."""
@@ -268,12 +123,12 @@ class Tables:
         self.refs[number - 1] = ref
         return ref
 
-    def _close(self, d: _Open) -> int:
+    def _close(self, d: Open) -> int:
         meta = self.tree.nodes[d.path].meta
         assert meta is not None
         listing_block, listing_offset = self.dirs.ref()
         start = self.dirs.position()
-        listing, anchors = _listing(d.entries)
+        listing, anchors = dir_listing(d.entries)
         self.dirs.write(listing)
         # the directory index: where each anchored header lies, so a lookup jumps near its name
         index = b"".join(struct.pack("<III", at, self.dirs.block_start(start + at), len(name) - 1) + name
@@ -356,45 +211,3 @@ def _little(values: array[int]) -> bytes:
     return values.tobytes()
 
 
-def _listing(entries: list[_Entry]) -> tuple[bytes, list[tuple[int, bytes]]]:
-    """A directory's listing: runs of entries under headers that share an inode block and a base number.
-
-    Also its index anchors, as ``mksquashfs`` places them: a new header starts (and is anchored: its offset
-    and first name go into the directory inode's index) whenever the entries since the last anchor would
-    pass one metadata block. A lookup then reads the index and scans at most about 8 KiB of the listing,
-    where without an index the kernel scans a large directory from its start on every lookup."""
-    out = bytearray()
-    anchors: list[tuple[int, bytes]] = []
-    anchor = 0
-    i = 0
-    while i < len(entries):
-        first = entries[i]
-        if i and len(out) + 8 + len(first.name) - anchor > METADATA_SIZE:
-            anchor = len(out)
-            anchors.append((anchor, first.name))
-        block, base = first.ref >> 16, first.number
-        end = len(out) + 12 + 8 + len(first.name)  # after the header and the first entry
-        j = i + 1
-        while j < len(entries) and j - i < DIR_ENTRIES_PER_HEADER:
-            e = entries[j]
-            end += 8 + len(e.name)
-            if e.ref >> 16 != block or not -0x8000 <= e.number - base <= 0x7FFF or end - anchor > METADATA_SIZE:
-                break
-            j += 1
-        out += struct.pack("<III", j - i - 1, block, base)
-        for e in entries[i:j]:
-            out += struct.pack("<HhHH", e.ref & 0xFFFF, e.number - base, e.kind, len(e.name) - 1) + e.name
-        i = j
-    return bytes(out), anchors
-
-
-def lookup_table(out: Output, pos: int, items: bytes, compress: Compress) -> tuple[int, int]:
-    """A lookup table (fragments, export, ids): metadata blocks, then the raw array of their positions.
-    Returns (position of that array, position after it)."""
-    meta = MetadataWriter(compress)
-    meta.write(items)
-    blocks = meta.finish()
-    out.write(blocks)
-    index = struct.pack(f"<{len(meta.block_starts)}Q", *(pos + s for s in meta.block_starts))
-    out.write(index)
-    return pos + len(blocks), pos + len(blocks) + len(index)

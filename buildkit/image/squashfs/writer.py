@@ -32,8 +32,9 @@ from .codec import COMPRESSOR_IDS, compressor
 from .compression import Compression
 from .copy import Earlier, Segment
 from .data import PROGRESS_STEP, DataWriter, Placement
+from .metadata import lookup_table
 from .superblock import SQUASHFS_MAGIC, check
-from .tables import Ownership, Tables, lookup_table
+from .tables import Ownership, Tables
 
 __all__ = ["BLOCK_SIZE", "PROGRESS_STEP", "Ownership", "Placement", "Stats", "build", "write"]
 
