@@ -102,7 +102,7 @@ class StreamedSource(Source):
 def oci_layout(path: Path, layers: list[bytes], tag: str = "1", compress: bool = True) -> Path:
     """``layers`` as an OCI image layout at ``path`` (gzipped unless ``compress`` is false)."""
     blobs = path / "blobs" / "sha256"
-    blobs.mkdir(parents=True)
+    blobs.mkdir(parents=True, exist_ok=True)
 
     def put(data: bytes) -> dict[str, object]:
         (blobs / digest(data).removeprefix("sha256:")).write_bytes(data)
@@ -121,3 +121,28 @@ def oci_layout(path: Path, layers: list[bytes], tag: str = "1", compress: bool =
     (path / "index.json").write_text(json.dumps(index))
     (path / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
     return path
+
+
+def tar_of(members: dict[str, bytes], path: Path) -> Path:
+    with tarfile.open(path, "w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def docker_archive(path: Path, images: dict[str, list[bytes]]) -> Path:
+    """A ``docker save`` tar of ``images`` (tag -> layers), each layer an uncompressed member."""
+    members: dict[str, bytes] = {}
+    manifest = []
+    for tag, layers in images.items():
+        cfg = config(layers)
+        members[f"{digest(cfg)[7:]}.json"] = cfg
+        names = []
+        for layer in layers:
+            names.append(f"{digest(layer)[7:]}/layer.tar")
+            members[names[-1]] = layer
+        manifest.append({"Config": f"{digest(cfg)[7:]}.json", "RepoTags": [tag], "Layers": names})
+    members["manifest.json"] = json.dumps(manifest).encode()
+    return tar_of(members, path)
