@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import functools
-import importlib
-import pkgutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import daemon
+from ..config.declared import declared
 from ..errors import ConfigError
 from .base import Engine
 
@@ -21,9 +20,8 @@ def _engines() -> Mapping[str, type[Engine]]:
     """Every engine by name, found by importing each module of this package once (each names its own in
     ``ENGINES``)."""
     found: dict[str, type[Engine]] = {}
-    for info in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=lambda m: m.name):
-        module = importlib.import_module(f"{__package__}.{info.name}")
-        for cls in getattr(module, "ENGINES", ()):
+    for engines in declared(__package__ or "", Path(__file__).parent, "ENGINES"):
+        for cls in engines:
             if cls.name in found:
                 raise RuntimeError(f"engine {cls.name!r} is registered twice")
             found[cls.name] = cls

@@ -7,11 +7,10 @@ reader (:func:`buildkit.registry.source.reader`: the client is a layer above), p
 from __future__ import annotations
 
 import functools
-import importlib
-import pkgutil
 from collections.abc import Mapping
 from pathlib import Path
 
+from ...config.declared import declared
 from ...errors import ConfigError
 from ...oci.sources import parse_spec
 from .base import Reader, Source
@@ -21,9 +20,8 @@ from .base import Reader, Source
 def readers() -> Mapping[str, Reader]:
     """Every local form's reader, found by importing each module of this package once."""
     found: dict[str, Reader] = {}
-    for info in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=lambda m: m.name):
-        module = importlib.import_module(f"{__package__}.{info.name}")
-        for form, reader in getattr(module, "READERS", {}).items():
+    for readers in declared(__package__ or "", Path(__file__).parent, "READERS"):
+        for form, reader in readers.items():
             if form in found:
                 raise RuntimeError(f"SOURCE form {form!r} is read by two modules")
             found[form] = reader
