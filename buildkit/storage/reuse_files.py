@@ -36,7 +36,7 @@ from ..oci.digest import is_valid
 from . import safefs
 from .lease import stale_seconds
 
-RECORD_MAGIC = b"ckit-reuse 4\n"  # 4: the body in columns (.image.squashfs_record)
+RECORD_MAGIC = b"ckit-reuse 4\n"  # 4: the body in columns (buildkit.image.squashfs.record)
 MEMBERS_MAGIC = b"ckit-members 1\n"
 HEAD_MAX = 4096  # a record's refs line is a few hundred bytes
 ARTIFACT_NAME = re.compile(r"[0-9a-f]{64}\.(sif|sqsh)")
