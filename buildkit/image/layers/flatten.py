@@ -20,92 +20,17 @@ import logging
 import tarfile
 from array import array
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import ConvertError
 from ..model import RootfsEntry, When
 from .layerfile import LayerTar
+from .nodes import Inode, Meta, Node, joined, meta_of, normalise, parent_of
 from .tarscan import DATA_TYPES, Member, scan
 
 log = logging.getLogger("ckit.flatten")
 
 MAX_SYMLINK_HOPS = 40
-XATTR_PREFIXES = ("SCHILY.xattr.", "LIBARCHIVE.xattr.")
-DROPPED_XATTRS = ("trusted.overlay.", "user.overlay.", "user.rootlesscontainers")
-Xattrs = tuple[tuple[str, str], ...]
-
-
-@dataclass(slots=True)
-class Meta:
-    mode: int
-    uid: int
-    gid: int
-    mtime: int
-    xattrs: Xattrs = ()
-
-
-@dataclass(slots=True, eq=False)
-class Inode:
-    """A regular file's data and metadata, shared by all of its hardlinked names."""
-
-    meta: Meta
-    size: int
-    layer: int  # index of the layer holding the data; len(layers) for rootfs additions
-    offset: int = 0  # data offset in that layer's uncompressed tar
-    data: bytes | None = None  # rootfs additions carry their bytes
-
-
-@dataclass(slots=True)
-class Node:
-    kind: str  # "dir" | "file" | "symlink" | "fifo"
-    layer: int
-    meta: Meta | None = None  # None for files: see inode
-    inode: Inode | None = None
-    target: str = ""
-
-
-def normalise(name: str, what: str) -> str:
-    """``name`` as a relative path without ``.``/``..``/empty parts; '' is the root."""
-    bare = name[2:] if name.startswith("./") else name  # layers made with ``tar -C rootfs .`` say ./usr/…
-    if bare and bare[0] not in "./" and bare[-1] != "/" and "//" not in bare and "/." not in bare:
-        return bare  # the common case, already normal
-    parts: list[str] = []
-    for part in name.split("/"):
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if not parts:
-                raise ConvertError(f"{what}: member {name!r} climbs out of the image root",
-                                   hint="the image is malformed or hostile; it was not converted")
-            parts.pop()
-            continue
-        parts.append(part)
-    return "/".join(parts)
-
-
-def _join(parent: str, name: str) -> str:
-    return f"{parent}/{name}" if parent else name
-
-
-def _parent(path: str) -> str:
-    return path.rpartition("/")[0]
-
-
-def _xattrs(pax: dict[str, str]) -> Xattrs:
-    if not pax:
-        return ()
-    kept = []
-    for key, value in pax.items():
-        for prefix in XATTR_PREFIXES:
-            if key.startswith(prefix) and not key[len(prefix):].startswith(DROPPED_XATTRS):
-                kept.append((key, value))
-    return tuple(sorted(kept))
-
-
-def _meta(member: Member) -> Meta:
-    return Meta(member.mode & 0o7777, member.uid, member.gid, max(0, min(int(member.mtime), 2**32 - 1)),
-                _xattrs(member.pax_headers))
 
 
 class Tree:
@@ -133,7 +58,7 @@ class Tree:
     # --- index primitives -------------------------------------------------------------------------------------
     def _put(self, path: str, node: Node) -> None:
         self.nodes[path] = node
-        self.children[_parent(path)].add(path)
+        self.children[parent_of(path)].add(path)
         if node.kind == "dir":
             self.children.setdefault(path, set())
 
@@ -141,7 +66,7 @@ class Tree:
         """Remove ``path`` and everything below it (a loop, not recursion: trees may nest thousands deep)."""
         if path not in self.nodes:
             return
-        siblings = self.children.get(_parent(path))
+        siblings = self.children.get(parent_of(path))
         if siblings is not None:
             siblings.discard(path)
         pending = [path]
@@ -170,9 +95,9 @@ class Tree:
             if comp in ("", "."):
                 continue
             if comp == "..":
-                cur = _parent(cur)
+                cur = parent_of(cur)
                 continue
-            cand = _join(cur, comp)
+            cand = joined(cur, comp)
             node = self.nodes.get(cand)
             if node is not None and node.kind == "symlink":
                 hops += 1
@@ -228,46 +153,52 @@ class Tree:
         name = normalise(member.name, what)
         if not name:
             if member.isdir():
-                self.nodes[""].meta = _meta(member)
+                self.nodes[""].meta = meta_of(member)
             return
         parent_name, _, base = name.rpartition("/")
         if name.startswith("dev/"):
             return self._drop("/dev/*")
         if base.startswith(".wh."):
-            if base == ".wh..wh..opq":
-                parent = self.resolve_dir(parent_name.split("/"), layer)
-                assert parent is not None
-                self._opaque(parent, layer)
-            elif base == ".wh.":
-                raise ConvertError(f"{what}: whiteout {name!r} names no file",
-                                   hint="the layer is malformed or hostile; it was not converted")
-            elif not base.startswith(".wh..wh."):
-                self._whiteout(parent_name.split("/"), base[4:], layer)
-            return None
-        kind = member.type
-        if kind in (tarfile.CHRTYPE, tarfile.BLKTYPE):
+            return self._whiteout_member(name, parent_name, base, layer, what)
+        if member.type in (tarfile.CHRTYPE, tarfile.BLKTYPE):
             return self._drop("device nodes")
         if member.sparse:
             raise ConvertError(f"{what}: {name} is a sparse tar member, which ckit does not read",
                                hint="rebuild the image with a tool that writes plain tar layers")
         direct = self.nodes.get(parent_name)
         if direct is not None and direct.kind == "dir":
-            parent = parent_name  # the common case: the parent is a real directory already
+            folder = parent_name  # the common case: the parent is a real directory already
         else:
-            parent = self.resolve_dir(parent_name.split("/"), layer)
-            assert parent is not None
-        path = _join(parent, base)
-        existing = self.nodes.get(path)
+            found = self.resolve_dir(parent_name.split("/"), layer)
+            assert found is not None
+            folder = found
+        return self._place(joined(folder, base), name, member, layer, what)
+
+    def _whiteout_member(self, name: str, parent_name: str, base: str, layer: int, what: str) -> None:
+        """``.wh.NAME`` hides NAME below; ``.wh..wh..opq`` hides everything the lower layers put in its folder."""
+        if base == ".wh..wh..opq":
+            folder = self.resolve_dir(parent_name.split("/"), layer)
+            assert folder is not None
+            self._opaque(folder, layer)
+        elif base == ".wh.":
+            raise ConvertError(f"{what}: whiteout {name!r} names no file",
+                               hint="the layer is malformed or hostile; it was not converted")
+        elif not base.startswith(".wh..wh."):
+            self._whiteout(parent_name.split("/"), base[4:], layer)
+
+    def _place(self, path: str, name: str, member: Member, layer: int, what: str) -> None:
+        """The member ``name`` at ``path`` (its folder resolved), replacing what lower layers had there."""
+        kind, existing = member.type, self.nodes.get(path)
         if kind in DATA_TYPES:
             if existing is not None:
                 self._remove(path)
-            self._put(path, Node("file", layer, inode=Inode(_meta(member), member.size, layer, member.offset_data)))
+            self._put(path, Node("file", layer, inode=Inode(meta_of(member), member.size, layer, member.offset_data)))
         elif kind == tarfile.DIRTYPE:
             if existing is not None and existing.kind == "dir":
-                existing.meta, existing.layer = _meta(member), layer
-                return None
+                existing.meta, existing.layer = meta_of(member), layer
+                return
             self._remove(path)
-            self._put(path, Node("dir", layer, _meta(member)))
+            self._put(path, Node("dir", layer, meta_of(member)))
         elif kind == tarfile.LNKTYPE:
             self._hardlink(path, member, layer, what)
         elif kind == tarfile.SYMTYPE:
@@ -275,19 +206,18 @@ class Tree:
                 raise ConvertError(f"{what}: symlink /{name} has an empty target, which no file system can hold",
                                    hint="the layer is malformed or hostile; it was not converted")
             self._remove(path)
-            self._put(path, Node("symlink", layer, _meta(member), target=member.linkname))
+            self._put(path, Node("symlink", layer, meta_of(member), target=member.linkname))
         elif kind == tarfile.FIFOTYPE:
             self._remove(path)
-            self._put(path, Node("fifo", layer, _meta(member)))
+            self._put(path, Node("fifo", layer, meta_of(member)))
         else:
             self._drop(f"tar type {kind!r}")
-        return None
 
     def _hardlink(self, path: str, member: Member, layer: int, what: str) -> None:
         target_name = normalise(member.linkname, what)
         tparts = target_name.split("/")
         tparent = self.resolve_dir(tparts[:-1], layer, create=False) if target_name else None
-        target = None if tparent is None else self.nodes.get(_join(tparent, tparts[-1]))
+        target = None if tparent is None else self.nodes.get(joined(tparent, tparts[-1]))
         if target is None or target.kind == "dir":
             raise ConvertError(f"{what}: hardlink /{member.name.lstrip('/')} points to /{target_name}, "
                                "which is not a file in the image",
@@ -299,7 +229,7 @@ class Tree:
 
     def _whiteout(self, parent_parts: list[str], name: str, layer: int) -> None:
         parent = self.resolve_dir(parent_parts, layer, create=False)
-        path = None if parent is None else _join(parent, name)
+        path = None if parent is None else joined(parent, name)
         node = None if path is None else self.nodes.get(path)
         if path is not None and node is not None and node.layer < layer:
             self._remove(path)
@@ -332,7 +262,7 @@ class Tree:
             parts = name.split("/")
             parent = self.resolve_dir(parts[:-1], layer)
             assert parent is not None
-            path = _join(parent, parts[-1])
+            path = joined(parent, parts[-1])
             existing = self.nodes.get(path)
             if existing is not None and entry.when is When.IF_ABSENT:
                 continue

@@ -23,8 +23,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ...errors import ConvertError
-from ..layers.flatten import Inode, Tree
+from ..layers.flatten import Tree
 from ..layers.layerfile import LayerTar
+from ..layers.nodes import Inode
 from .blocks import BLOCK_SIZE, BlockWriter, Fragment, Piece, Run, crc32
 from .copy import Align, Copy, Earlier, Mark, Refragment, Segment, stored
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ...errors import ConvertError
-from ..layers.flatten import Inode, Meta, Node, Tree
+from ..layers.flatten import Tree
+from ..layers.nodes import Inode, Meta, Node
 from .attributes import NO_XATTR, Ids, Xattrs
 from .directories import Entry, Open, entry_name
 from .directories import listing as dir_listing
