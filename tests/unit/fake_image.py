@@ -14,7 +14,9 @@ from pathlib import Path
 
 from buildkit.image.sources.base import Identity, LayerBlob, Materialized, Source
 
-Tree = dict[str, "bytes | str | None"]  # name -> file bytes; None: a directory; "->target": a symlink
+# name -> file bytes; None: a directory; "->target": a symlink; "=>target": a hardlink; "|": a fifo;
+# (bytes, {xattr: value}): a file with extended attributes
+Tree = dict[str, "bytes | str | tuple[bytes, dict[str, str]] | None"]
 
 
 def noise(size: int, seed: int) -> bytes:
@@ -36,9 +38,18 @@ def layer_tar(files: Tree, mtime: int = 1_700_000_000) -> bytes:
             if content is None:
                 info.type, info.mode = tarfile.DIRTYPE, 0o755
                 tar.addfile(info)
-            elif isinstance(content, str):
-                info.type, info.linkname = tarfile.SYMTYPE, content.removeprefix("->")
+            elif content == "|":
+                info.type, info.mode = tarfile.FIFOTYPE, 0o600
                 tar.addfile(info)
+            elif isinstance(content, str):
+                info.type = tarfile.LNKTYPE if content.startswith("=>") else tarfile.SYMTYPE
+                info.linkname = content[2:]
+                tar.addfile(info)
+            elif isinstance(content, tuple):
+                data, attrs = content
+                info.size, info.mode = len(data), 0o755
+                info.pax_headers = {f"SCHILY.xattr.{key}": value for key, value in attrs.items()}
+                tar.addfile(info, io.BytesIO(data))
             else:
                 info.size, info.mode = len(content), 0o644
                 tar.addfile(info, io.BytesIO(content))
@@ -47,11 +58,13 @@ def layer_tar(files: Tree, mtime: int = 1_700_000_000) -> bytes:
 
 def sample_layers() -> list[bytes]:
     """Three layers: large files (several squashfs blocks: what precompression takes), small ones (fragments),
-    a file replaced, one deleted by a whiteout, links."""
+    a file replaced, one deleted by a whiteout, symlinks, hardlinks, a fifo and extended attributes."""
     return [
         layer_tar({"usr": None, "usr/lib": None, "usr/lib/big.so": noise(700_000, 1),
                    "usr/lib/small.txt": b"small\n" * 10, "etc": None, "etc/os-release": b"ID=fake\n",
-                   "usr/lib/link": "->big.so"}),
+                   "usr/lib/link": "->big.so", "usr/lib/hard": "=>usr/lib/small.txt", "run": None, "run/fifo": "|",
+                   "usr/bin": None, "usr/bin/ping": (b"ELF" * 100, {"security.capability": "\x01\x00\x00\x02",
+                                                                   "user.note": "kept", "trusted.overlay.x": "y"})}),
         layer_tar({"opt": None, "opt/model.bin": noise(400_000, 2), "usr": None, "usr/lib": None,
                    "usr/lib/small.txt": b"replaced\n", "usr/lib/.wh.link": b""}),
         layer_tar({"opt": None, "opt/data": None, **{f"opt/data/f{n}": noise(3000 + n, n) for n in range(20)},
