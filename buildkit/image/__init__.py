@@ -3,8 +3,8 @@ layered (``pyproject.toml``): :mod:`.sources` (where an image comes from, one mo
 :mod:`.layers` (blobs into verified tars, their headers, the merged index) under :mod:`.squashfs`, :mod:`.sif`
 and :mod:`.rootfs` (what each runtime expects besides the layers); :mod:`.speed` holds the tuning of the speed
 mechanisms. The pipeline is this package's own modules: :mod:`.plan` (check, identify, key), :mod:`.reading`
-(the layers, as the tuning allows), :mod:`.produce` (every target from one read) and :mod:`.convert` (through
-the store); :mod:`.inspect` describes a result and :mod:`.fit` says whether it runs on a site."""
+(the layers, as the tuning allows), :mod:`.targets` (what each target adds and how it is wrapped),
+:mod:`.produce` (every target from one read) and :mod:`.convert` (through the store); :mod:`.inspect` describes a result and :mod:`.fit` says whether it runs on a site."""
 
 from ..oci.sources import syntaxes
 

@@ -29,10 +29,11 @@ from ..errors import ConvertError
 from ..fsutil import identity
 from ..progress import Meter, Reporter
 from ..storage import store as store_mod
+from . import targets
 from .layers.columns import Columns
 from .layers.flatten import Tree
 from .layers.headerscan import members
-from .model import ImageConfig, RootfsEntry
+from .model import ImageConfig
 from .plan import verifier
 from .reading import LayerReader
 from .sources.base import LayerBlob
@@ -147,7 +148,7 @@ class _Production:
 
     def _target(self, plan: ConvertPlan, tree: Tree,
                 found: list[Record | None]) -> tuple[ConvertPlan, Path, dict[str, Any], Stats]:
-        additions, ownership = _additions(plan, self.config)
+        additions, ownership = targets.additions(plan, self.config)
         tree.add_entries(additions, tree.default_mtime)
         temp = self.store.temp_path(plan.key, plan.target)
         try:
@@ -156,12 +157,7 @@ class _Production:
                                      total=tree.total_bytes()) as packing:
                 stats = self._squashfs(plan, tree, ownership, squash, found, packing)
             if plan.target == "sif":
-                from .rootfs import apptainer as apptainer_rootfs
-                from .sif.write import write_apptainer_sif
-
-                write_apptainer_sif(temp, deffile=plan.deffile.encode(), squashfs=squash, arch=self.config.architecture,
-                                    oci_config=apptainer_rootfs.oci_config_json(self.config),
-                                    source_date_epoch=plan.epoch)
+                targets.wrap_sif(temp, squash, plan, self.config)
         except BaseException:
             temp.unlink(missing_ok=True)
             raise
@@ -214,14 +210,9 @@ class _Production:
 
     def _record(self, plan: ConvertPlan, entry: store_mod.Entry, stats: Stats) -> None:
         """Record where each layer's data lies in the published artifact, for the next conversion."""
-        base = 0
-        if plan.target == "sif":
-            from .sif.read import read_sif
-
-            partition = read_sif(entry.path).primary_partition()
-            if partition is None:
-                return
-            base = partition.offset
+        base = targets.squashfs_offset(plan.target, entry.path)
+        if base is None:
+            return
         stat = identity(entry.path)
         self.records.save(
             (Record(digest, plan.compression.label, _codec(plan), entry.path.name, stat, base, stats.segments[n], []),
@@ -257,15 +248,3 @@ def _index(blobs: Sequence[LayerBlob], found: dict[str, list[Record | None]], la
     if tree.dropped:
         log.info("dropped: %s", ", ".join(f"{n} {why}" for why, n in sorted(tree.dropped.items())))
     return tree, encoded
-
-
-def _additions(plan: ConvertPlan, config: ImageConfig) -> tuple[list[RootfsEntry], Ownership]:
-    if plan.target == "sqsh":
-        from .rootfs import charliecloud as charliecloud_rootfs
-        from .rootfs import enroot as enroot_rootfs
-
-        additions = [*enroot_rootfs.entries(config, provenance=plan.provenance), *charliecloud_rootfs.entries(config)]
-        return additions, Ownership(all_root=True, fixperms=True)
-    from .rootfs import apptainer as apptainer_rootfs
-
-    return apptainer_rootfs.entries(config, deffile=plan.deffile, source_date_epoch=plan.epoch), Ownership()
