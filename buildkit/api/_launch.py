@@ -44,15 +44,11 @@ def image_facts(value: str | None) -> ImageFacts:
     if path is None or not path.is_file():
         return ImageFacts()
     from ..image import inspect as reader
-    from ..image import sif
 
     try:
-        offset = 0
-        if reader.detect(path) == "sif":
-            part = sif.read_sif(path).primary_partition()
-            if part is None or part.fstype != sif.FS_SQUASHFS:
-                return ImageFacts()
-            offset = part.offset
+        offset = reader.squashfs_offset(path)
+        if offset is None:
+            return ImageFacts()
         return ImageFacts(compression=reader.superblock(path, offset)["compression"])
     except (CkitError, OSError):
         return ImageFacts()  # not a squashfs image ckit can read: the runtime judges it

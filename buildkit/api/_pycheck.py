@@ -121,19 +121,15 @@ def image_python(path: Path, python: str = "python3") -> ImagePython | None:
     """The Python ``python`` names in the image file ``path`` (a ``.sif`` or ``.sqsh``); None when the image
     has no such program on its PATH, or is not one ckit can read."""
     try:
-        kind = reader.detect(path)
-        offset = 0
-        if kind == "sif":
-            from ..image import sif
-
-            part = sif.read_sif(path).primary_partition()
-            if part is None or part.fstype != sif.FS_SQUASHFS:
-                return None
-            offset = part.offset
+        offset = reader.squashfs_offset(path)
+        if offset is None:
+            return None
+        kind = "sqsh" if offset == 0 else "sif"
         tree = _Tree(path, offset)
     except (CkitError, OSError):
         return None
-    candidates = [python] if python.startswith("/") else [f"{d.rstrip('/')}/{python}" for d in _image_path(tree, kind)]
+    candidates = [python] if python.startswith("/") else [
+        f"{d.rstrip('/')}/{python}" for d in _image_path(tree, kind)]
     executable = next((c for c in candidates if tree.resolve(c) is not None), None)
     if executable is None:
         return None

@@ -39,7 +39,7 @@ def _checked_site(source: str, site: str | Site | None, sites: Folders) -> Site 
     if profile is None:
         return None
     from ..cache.stage import check_fits, site_target
-    from ..registry.artifacts import detect_kind
+    from ..registry.transfer.artifacts import detect_kind
 
     path = Path(source)
     if path.is_file():
@@ -50,8 +50,8 @@ def _checked_site(source: str, site: str | Site | None, sites: Folders) -> Site 
 def plan_push(source: str | Path, ref: str, *, image_format: str | None = None, sets: Sequence[str] = (),
               site: str | Site | None = None, recipes: Folders = (), sites: Folders = ()) -> PushPlan:
     """What :func:`push` would send (``ckit push --dry-run``); contacts no registry."""
+    from ..registry.distribution.reference import parse
     from ..registry.push_plan import plan
-    from ..registry.reference import parse
 
     profile = _checked_site(str(source), site, sites)
     return plan(str(source), parse(ref), image_format, list(sets), tuple(folders(recipes)),
@@ -74,9 +74,9 @@ def push(source: str | Path, ref: str, *, image_format: str | None = None, stack
         the ORAS layer type its Singularity pulls.
     :returns: what was pushed (:meth:`PushOutcome.as_json` is ``ckit push --json``); ``notes`` hold warnings.
     """
-    from ..registry.client import RegistryClient
+    from ..registry.distribution.client import RegistryClient
+    from ..registry.distribution.reference import parse
     from ..registry.push import PushOptions, execute
-    from ..registry.reference import parse
 
     target = parse(ref)
     options = PushOptions(stack, _parameters(sets), source_digest, dict(annotations or {}), image_format,
@@ -129,8 +129,8 @@ def pull(ref: str, *, output: str | Path = ".", to: str | None = None, insecure:
     :param to: ``sif`` or ``sqsh``: convert a plain image.
     """
     from ..registry import pull as pulling
-    from ..registry.client import RegistryClient
-    from ..registry.reference import parse
+    from ..registry.distribution.client import RegistryClient
+    from ..registry.distribution.reference import parse
 
     if to not in (None, "sif", "sqsh"):
         raise ConfigError(f"--to {to!r}: expected sif or sqsh")
@@ -152,9 +152,9 @@ def lock(stack: str, *, sets: Sequence[str] = (), ngc: str | None = None, output
     content and ``path`` (``ckit lock --json``)."""
     from ..fsutil import atomic_write
     from ..recipe.catalog import Catalog
-    from ..registry.client import ManifestHead, RegistryClient
+    from ..registry.distribution.client import ManifestHead, RegistryClient
+    from ..registry.distribution.reference import Reference, parse
     from ..registry.lock import lock_data, render, resolve_base
-    from ..registry.reference import Reference, parse
 
     resolved = Catalog.from_dirs(folders(recipes)).resolve(stack, sets=list(sets), ngc=ngc)
     if parse(resolved.base_image).registry == "localhost":  # a local image: no registry to ask for its digest
@@ -213,7 +213,7 @@ def stage(source: str | Path, *, site: str | Site | None = None, dest: str | Pat
     :returns: the staged file (:meth:`StageResult.as_json` is ``ckit stage --json``).
     """
     from ..cache import stage as staging
-    from ..registry.reference import parse
+    from ..registry.distribution.reference import parse
 
     plan = plan_stage(source, site=site, dest=dest, to=to, compress=compress, recipes=recipes, sites=sites)
     profile = site_profile(site, sites)
@@ -230,7 +230,7 @@ def stage(source: str | Path, *, site: str | Site | None = None, dest: str | Pat
 def _stack_build(name: str, sets: Sequence[str], ngc: str | None, recipes: Folders) -> tuple[str, str, str]:
     """(stack, fingerprint, engine image id) of the stack's newest build."""
     from ..recipe.catalog import Catalog
-    from ..registry.engine_images import stack_image
+    from ..registry.transfer.engine_images import stack_image
 
     resolved = Catalog.from_dirs(folders(recipes)).resolve(name, sets=list(sets), ngc=ngc)
     image = stack_image(resolved.fingerprint)
@@ -258,9 +258,9 @@ def login(registry: str, username: str, password: str, *, insecure: bool = False
     """Check credentials against ``registry`` and store them the way docker does (``ckit login``).
 
     :raises RegistryError: the registry refused them."""
-    from ..registry.auth import Credentials, store
-    from ..registry.client import RegistryClient
-    from ..registry.reference import api_host, parse_registry
+    from ..registry.distribution.auth import Credentials, store
+    from ..registry.distribution.client import RegistryClient
+    from ..registry.distribution.reference import api_host, parse_registry
 
     if not username or not password:
         raise ConfigError("ckit login needs a user name and a password")
@@ -272,7 +272,7 @@ def login(registry: str, username: str, password: str, *, insecure: bool = False
 
 def logout(registry: str) -> list[str]:
     """Forget the credentials stored for ``registry`` (``ckit logout``); the files they were removed from."""
-    from ..registry.auth import erase
-    from ..registry.reference import parse_registry
+    from ..registry.distribution.auth import erase
+    from ..registry.distribution.reference import parse_registry
 
     return list(erase(parse_registry(registry)))

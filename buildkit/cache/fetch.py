@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, ConvertError, RegistryError
-from ..registry.reference import Reference
+from ..registry.distribution.reference import Reference
 from ..storage.cache import CacheDir, image_ref_name, safe_name
 from ..storage.holds import is_key
 from ..storage.safefs import Unsafe
 from .uri import enroot_form
 
 if TYPE_CHECKING:  # requests loads only when the lean HEAD is not enough (start-up time)
-    from ..registry.client import RegistryClient
+    from ..registry.distribution.client import RegistryClient
 
 Log = Callable[[str], None]
 
@@ -37,7 +37,7 @@ class Want:
     ref: Reference
     target: str  # "sqsh" or "sif"
     compression: str  # a Compression label, e.g. "zstd:-3"
-    credentials: Any = None  # registry.auth.Credentials or None (anonymous)
+    credentials: Any = None  # registry.distribution.auth.Credentials or None (anonymous)
     insecure: bool = False
     ca_file: Path | None = None
     holder: str | None = None  # the step that holds the result until release (importer), None for stage
@@ -63,12 +63,12 @@ def verifier(target: str) -> Callable[[Path], object]:
     store's record already proves the file is unchanged since it was published (verified in full, or digest-checked
     as it was downloaded)."""
     if target == "sqsh":
-        from ..image.squashfs import check
+        from ..image.squashfs.superblock import check
 
         return check
 
     def sif_header(path: Path) -> None:
-        from ..image.sif import is_sif
+        from ..image.sif.read import is_sif
 
         with open(path, "rb") as handle:
             if not is_sif(handle.read(64)):
@@ -83,7 +83,7 @@ def unreachable(err: RegistryError) -> bool:
 
     cause = err.__cause__
     if isinstance(cause, OSError) and not isinstance(cause, ssl.SSLError):
-        return True  # from the lean HEAD (registry.head)
+        return True  # from the lean HEAD (registry.distribution.head)
     import requests
 
     return isinstance(cause, (requests.ConnectionError, requests.Timeout)) and not isinstance(
@@ -92,7 +92,7 @@ def unreachable(err: RegistryError) -> bool:
 
 def _resolve(want: Want) -> str | None:
     """The manifest digest through the lean HEAD (no ``requests`` loaded), or None for the full client."""
-    from ..registry.head import head_digest
+    from ..registry.distribution.head import head_digest
 
     ref = want.ref
     return head_digest(ref.api_host, ref.repository, ref.reference, want.credentials, insecure=want.insecure,
@@ -100,7 +100,7 @@ def _resolve(want: Want) -> str | None:
 
 
 def client_for(want: Want) -> RegistryClient:
-    from ..registry.client import RegistryClient
+    from ..registry.distribution.client import RegistryClient
 
     return RegistryClient(want.ref.api_host, insecure=want.insecure, ca_file=want.ca_file,
                           credentials=want.credentials)
@@ -247,7 +247,7 @@ def _offline(cache: CacheDir, want: Want, err: RegistryError, log: Log) -> Serve
 
 
 def _produce(cache: CacheDir, want: Want, client: Any, digest: str, log: Log) -> Served:
-    from ..registry.artifacts import kind_of_manifest
+    from ..registry.transfer.artifacts import kind_of_manifest
 
     ref = want.ref
     pinned = Reference(ref.registry, ref.repository, None, digest)
@@ -275,8 +275,8 @@ def _produce(cache: CacheDir, want: Want, client: Any, digest: str, log: Log) ->
 
 def _convert(cache: CacheDir, want: Want, client: Any, pinned: Reference, log: Log) -> tuple[str, bool, str]:
     from ..image import convert
-    from ..image.registry_source import RegistrySource
-    from ..registry.blobstream import blob_chunks
+    from ..image.sources.registry import RegistrySource
+    from ..registry.distribution.blobstream import blob_chunks
 
     # the image read with the caller's client (the credentials that passed the access check)
     source = RegistrySource(enroot_form(pinned), pinned, lambda: client, blob_chunks)

@@ -56,7 +56,7 @@ def _flag(value: str | None) -> bool:
 def get(uri_text: str, env: Mapping[str, str]) -> tuple[Served, str | None]:
     """What ``get`` serves, and the cache folder when waiting peers may take the same answer (see
     :mod:`.peers`): not when it was served offline, nor when the cache folder depends on the step."""
-    from ..image.squashfs import choose
+    from ..image.squashfs.compression import choose
     from ..storage.cache import CacheDir
     from ..storage.lease import STALE_ENV
     from ..storage.store import default_root
@@ -71,7 +71,7 @@ def get(uri_text: str, env: Mapping[str, str]) -> tuple[Served, str | None]:
         os.environ[STALE_ENV] = str(cfg.lock_stale_seconds)
     credentials = lookup(uri.ref.registry, uri.user, env)
     if credentials is None:
-        from ..registry.auth import resolve
+        from ..registry.distribution.auth import resolve
 
         credentials = resolve(uri.ref.registry)  # docker's config (and CKIT_REGISTRY_*), like `ckit pull`
     compression = choose(cfg.compression, cfg.allowed_compressions, target="sqsh", site_name=cfg.origin)

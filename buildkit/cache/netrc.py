@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..registry.auth import Credentials
-from ..registry.reference import DOCKER_HUB
+from ..registry.distribution.auth import Credentials
+from ..registry.distribution.reference import DOCKER_HUB
 
 MAX_BYTES = 1 << 20
 _VAR = re.compile(r"^\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))$")

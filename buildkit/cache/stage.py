@@ -26,7 +26,7 @@ from ..storage import safefs
 from ..storage.cache import CacheDir, safe_name
 
 if TYPE_CHECKING:
-    from ..registry.reference import Reference
+    from ..registry.distribution.reference import Reference
     from ..site.model import Site
 
 Log = Callable[[str], None]
@@ -73,7 +73,7 @@ class StagePlan:
 def plan_stage(source: str, folder: Path, site: Site | None, *, to: str | None, compress: str | None,
                is_stack: bool) -> StagePlan:
     """Check the request and pick format and compression from the site (pure but for looking at ``source``)."""
-    from ..image.squashfs import choose_for
+    from ..image.squashfs.compression import choose_for
 
     if to not in (None, "sif", "sqsh"):
         raise ConfigError(f"--to {to!r}: expected sif or sqsh")
@@ -113,8 +113,8 @@ def _runtime_of(site: Site) -> str:
 
 
 def stage_file(src: Path, folder: Path, site: Site | None, target: str | None) -> StageResult:
-    from ..registry.artifacts import detect_kind
     from ..registry.stage import copy_verified
+    from ..registry.transfer.artifacts import detect_kind
 
     kind = detect_kind(src).name
     if site is not None:
@@ -129,9 +129,9 @@ def stage_ref(ref: Reference, folder: Path, *, target: str | None, compression: 
               insecure: bool, ca_file: Path | None, log: Log, written: str = "") -> StageResult:
     """A registry image or artifact into ``folder`` (cache layout), recorded under its digest and its tag (as
     ``written`` too, so ``ckit launch --image`` finds it spelled the same way)."""
-    from ..image.squashfs import choose_for
-    from ..registry.artifacts import kind_of_manifest
-    from ..registry.auth import resolve
+    from ..image.squashfs.compression import choose_for
+    from ..registry.distribution.auth import resolve
+    from ..registry.transfer.artifacts import kind_of_manifest
     from .fetch import Want, client_for, ensure
 
     want = Want(ref, target or "sqsh", "", resolve(ref.registry), insecure=insecure, ca_file=ca_file,

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import ConfigError
-from ..registry.reference import DOCKER_HUB, HOST_RE, Reference, parse
+from ..registry.distribution.reference import DOCKER_HUB, HOST_RE, Reference, parse
 
 # enroot's user pattern (src/docker.sh reg_user), without '@'
 _USER = re.compile(r"^[A-Za-z0-9_.!~*'()%;:&=+$,-]+$")

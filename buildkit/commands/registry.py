@@ -10,8 +10,8 @@ import typer
 
 from ..errors import ConfigError
 from ..image import SOURCE_FORMS
-from ..registry.auth import ENV_PASSWORD, ENV_USER, from_env
-from ..registry.reference import parse_registry
+from ..registry.distribution.auth import ENV_PASSWORD, ENV_USER, from_env
+from ..registry.distribution.reference import parse_registry
 from .app import (
     SETTINGS,
     DryRunOpt,
@@ -102,7 +102,7 @@ def push(
     """Push an image, a .sif or a .sqsh to an OCI registry through ckit's own client (blobs it already has are
     not sent again; plain image layers are gzip-compressed, the same bytes every time)."""
     from .. import api
-    from ..registry.annotations import parse_pairs
+    from ..registry.transfer.annotations import parse_pairs
 
     if dry_run:
         _show_plan(api.plan_push(source, ref, image_format=image_format, sets=sets or [], site=site,

@@ -32,7 +32,7 @@ from typing import ClassVar
 
 from .. import process
 from ..errors import BuildError, ConfigError
-from ..image.sif import read_sif
+from ..image.sif.read import read_sif
 from ..render.context import write_context
 from ..storage.store import Store, make_key
 from .base import (
@@ -45,7 +45,6 @@ from .base import (
     ContextFormat,
     Product,
     context_file,
-    register,
 )
 
 BINARIES = ("apptainer", "singularity")
@@ -143,7 +142,6 @@ def plain_http(host: str, timeout: float = 5.0) -> bool:
         return False  # nothing answers: singularity will say so
 
 
-@register
 class ApptainerEngine:
     """apptainer or singularity building a ``.def`` straight to a ``.sif``."""
 
@@ -212,3 +210,6 @@ class ApptainerEngine:
 def store_key(build_key: str) -> str:
     """The store key of an apptainer build: the build context's digest, tagged with the engine."""
     return make_key(engine="apptainer", build_key=build_key)
+
+
+ENGINES = (ApptainerEngine,)  # found by name (:mod:`.select`)

@@ -1,8 +1,8 @@
-"""What a build engine is, and the registry of engines by name.
+"""What a build engine is: its requests, results, events and the :class:`Engine` protocol.
 
 An engine turns a rendered build context (:func:`buildkit.render.context.build_context`) into an image: the docker engine into an
 image in a Docker-API daemon (Docker or podman), the apptainer engine into a ``.sif`` file. Adding an engine
-is adding one module that defines a class and decorates it with :func:`register`.
+is adding one module that defines a class and names it in its ``ENGINES`` (found by name: :mod:`.select`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
-from .. import daemon
-from ..errors import BuildError, ConfigError
+from ..errors import BuildError
 from ..oci import labels as keys
 from ..render.context import ContextFile, context_tar
 
@@ -102,73 +101,6 @@ class Engine(Protocol):
 
     def build(self, request: BuildRequest, listener: BuildListener) -> BuiltImage:
         """Build; stream output lines to ``listener``; raise BuildError naming the failing step."""
-
-
-_ENGINES: dict[str, type[Engine]] = {}
-AUTO_ORDER = ("docker", "apptainer")
-
-
-def register(cls: type[Engine]) -> type[Engine]:
-    _ENGINES[cls.name] = cls
-    return cls
-
-
-def _load_builtins() -> None:
-    from . import apptainer, docker  # noqa: F401  (each module registers its engine)
-
-
-def engine_names() -> list[str]:
-    _load_builtins()
-    return sorted(_ENGINES)
-
-
-def get_engine(name: str) -> Engine:
-    _load_builtins()
-    try:
-        return _ENGINES[name]()
-    except KeyError:
-        choices = ", ".join(["auto", *sorted(_ENGINES)])
-        raise ConfigError(f"--engine: unknown engine {name!r}", hint=f"choose one of: {choices}") from None
-
-
-@dataclass(frozen=True)
-class Selection:
-    engine: Engine
-    reason: str
-
-
-def select_engine(name: str, *, products: tuple[str, ...] = ("image", "sif")) -> Selection:
-    """The engine named, or for ``auto`` the first available one (AUTO_ORDER) whose product is in ``products``.
-
-    ConfigError (exit 2) when the named engine cannot build here or, for ``auto``, when none can.
-    """
-    if name != "auto":
-        engine = get_engine(name)
-        found = engine.probe()
-        if not found.ok:
-            raise ConfigError(f"--engine {name}: {found.detail}", hint=_START_HINT.get(name))
-        return Selection(engine, f"{name} (requested; {found.detail})")
-    tried = []
-    for candidate in AUTO_ORDER:
-        engine = get_engine(candidate)
-        if engine.product not in products:
-            continue
-        found = engine.probe()
-        if found.ok:
-            return Selection(engine, f"{candidate} (auto; {found.detail})")
-        tried.append(f"{candidate}: {found.detail}")
-    raise ConfigError("no build engine is available (" + "; ".join(tried) + ")",
-                      hint=_START_HINT["docker"] + ("; or install apptainer" if "sif" in products else ""))
-
-
-_START_HINT = {
-    "docker": daemon.START_HINT,
-    "apptainer": "install apptainer (or singularity) and put it on PATH, or use --engine docker",
-}
-
-
-def start_hint(name: str) -> str | None:
-    return _START_HINT.get(name)
 
 
 def context_digest(context: Sequence[ContextFile]) -> str:

@@ -31,7 +31,6 @@ from .base import (
     BuiltImage,
     ContextFormat,
     Product,
-    register,
 )
 
 if TYPE_CHECKING:
@@ -80,7 +79,6 @@ def build_failure(message: str, step: tuple[int, int, str] | None, log: list[str
     return BuildFailed(message, step=f"step {step[0]}/{step[1]} ({step[2]})" if step else None, log=log)
 
 
-@register
 class DockerEngine:
     """Docker or podman through the Docker Engine API."""
 
@@ -204,3 +202,6 @@ def labels_of(image: Mapping[str, Any]) -> Mapping[str, str]:
     config = image.get("Config")
     labels = config.get("Labels") if isinstance(config, Mapping) else None
     return labels if isinstance(labels, Mapping) else {}
+
+
+ENGINES = (DockerEngine,)  # found by name (:mod:`.select`)

@@ -15,11 +15,11 @@ if TYPE_CHECKING:
 
 def compression_of(path: Path, kind: str) -> str:
     """The squashfs compressor of a ``.sqsh``, or of a ``.sif``'s root file system."""
-    from .squashfs import check
+    from .squashfs.superblock import check
 
     if kind == "sqsh":
         return check(path).compression
-    from .sif import read_sif
+    from .sif.read import read_sif
 
     part = read_sif(path).primary_partition()
     if part is None:

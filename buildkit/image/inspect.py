@@ -17,9 +17,9 @@ from .. import process
 from ..config.jsondoc import parse as parse_json
 from ..errors import CommandFailed, ConfigError, ConvertError
 from ..outside import shown
-from . import sif as S
-from . import sif_text as T
-from .squashfs import COMPRESSORS
+from .sif import text as T
+from .sif import write as S
+from .squashfs.codec import COMPRESSORS
 
 SQUASHFS_MAGIC = b"hsqs"
 _SUPERBLOCK = struct.Struct("<IIIIIHHHHHHQQ")
@@ -43,6 +43,14 @@ def detect(path: Path) -> str:
         return "sqsh"
     raise ConfigError(f"{path}: neither a SIF image nor a squashfs (.sqsh) file",
                       hint="give a .sif written by apptainer/singularity/ckit or a squashfs from enroot/ckit")
+
+
+def squashfs_offset(path: Path) -> int | None:
+    """Where the root file system's squashfs starts in a ``.sif`` or ``.sqsh`` (None: a SIF without one)."""
+    if detect(path) == "sqsh":
+        return 0
+    part = S.read_sif(path).primary_partition()
+    return part.offset if part is not None and part.fstype == S.FS_SQUASHFS else None
 
 
 def superblock(path: Path, offset: int = 0) -> dict[str, Any]:

@@ -4,7 +4,7 @@ Every target of one source (``ckit build --to sif,sqsh``) shares one materialisa
 verification of each layer it reads and one pass over the layers' tar headers; each target then adds its own
 rootfs additions to a fork of that index and writes its squashfs (and SIF).
 
-Reuse: before reading anything, each layer is looked up in the store's reuse records (:mod:`.squashfs_reuse`)
+Reuse: before reading anything, each layer is looked up in the store's reuse records (:mod:`.squashfs.reuse`)
 under the target's compression. A layer with a record for every target is not read at all: its index is
 replayed from the record and its data copied from the earlier image. Layers without one are read, verified and
 indexed as usual; a layer replayed from a record is read after all (lazily) only when some of its data is not in
@@ -19,10 +19,8 @@ import datetime as dt
 import gc
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,109 +29,26 @@ from ..errors import ConvertError
 from ..fsutil import identity
 from ..progress import Meter, Reporter
 from ..storage import store as store_mod
-from . import malloc, squashfs
-from .cpushare import CpuShare
-from .flatten import Tree
-from .headerscan import HeaderScan, members
-from .layerfile import LayerTar, Sharing, prepare, spool_path
-from .model import ImageConfig, RootfsEntry
-from .precompress import Growing, Precompressor
-from .source import LayerBlob
-from .squashfs_copy import Earlier, EarlierChanged, Segment
-from .squashfs_reuse import Columns, Record, Records
-from .squashfs_writer import Ownership, Stats, codec_version, compressor, decompressor
+from . import targets
+from .layers.columns import Columns
+from .layers.flatten import Tree
+from .layers.headerscan import members
+from .model import ImageConfig
+from .plan import verifier
+from .reading import LayerReader
+from .sources.base import LayerBlob
+from .speed import malloc
+from .speed.tuning import TUNED, Tuning
+from .squashfs.codec import Compress, codec_version, compressor, decompressor
+from .squashfs.copy import Earlier, EarlierChanged
+from .squashfs.reuse import Record, Records
+from .squashfs.writer import Ownership, Stats
+from .squashfs.writer import build as build_squashfs
 
 if TYPE_CHECKING:
-    from .convert import ConvertPlan
+    from .plan import ConvertPlan
 
 log = logging.getLogger("ckit.convert")
-
-STREAMS = 3  # layers fetched at once from a registry (docker's default too)
-
-
-class _Layers:
-    """The image's layers as verified tars, prepared on first use (compressed ones decompressed into ``work``)."""
-
-    def __init__(self, blobs: Sequence[LayerBlob], work: Path, progress: Callable[[int], None],
-                 make: Callable[[], Callable[[bytes], bytes]] | None = None) -> None:
-        self.blobs, self.work, self.make = blobs, work, make
-        self._tars: dict[int, LayerTar] = {}
-        self._pre: dict[int, Precompressor] = {}
-        self._scans: dict[int, HeaderScan] = {}
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-
-        def advance(n: int) -> None:  # every chunk read passes here: where a failed sibling stops the others
-            if self._stop.is_set():
-                raise ConvertError("stopped: another layer failed")
-            progress(n)
-
-        self.progress = advance
-
-    def get(self, number: int, share: CpuShare | None = None, critical: bool = False, scan: bool = False) -> LayerTar:
-        """The layer as a verified tar; ``scan``: a streamed layer's headers are read while it arrives (see
-        :meth:`scanned`)."""
-        with self._lock:
-            tar, make = self._tars.get(number), self.make
-        if tar is None:
-            blob, growing = self.blobs[number], None
-            if blob.chunks is not None and (make is not None or scan):
-                growing = Growing()  # a registry's or an engine's layer: followed while it arrives
-                spool = spool_path(self.work, number + 1)
-                headers = HeaderScan(spool, growing, blob.what)  # its headers read (for its files too)
-                with self._lock:
-                    self._scans[number] = headers  # stopped by precompressed() when not taken
-                    if make is not None:  # its large files compressed
-                        self._pre[number] = Precompressor(spool, growing, make, blob.what, headers.files, share)
-            tar = prepare(blob, self.work, number + 1, self.progress, growing,
-                          Sharing(share, critical) if share is not None else None)
-            with self._lock:
-                self._tars[number] = tar
-        return tar
-
-    def scanned(self, number: int, tar: LayerTar) -> Columns | None:
-        """The members of layer ``number`` (``tar``, as :meth:`get` gave it: verified) read while it arrived,
-        None when they were not (or not from ``tar``): its headers are then read from ``tar``."""
-        with self._lock:
-            scan = self._scans.pop(number, None)
-        return scan.columns(tar) if scan is not None else None
-
-    def precompressed(self) -> dict[int, tuple[Path, Segment]]:
-        """Stop the precompressors; what they made, by layer number. A layer prepared later (the writer needs
-        data of one it skipped) gets none: the writer waits for it and compresses it itself. Header scans not
-        taken (the reading failed) stop too: a stream that failed before it began never says it ended."""
-        with self._lock:
-            pres, self._pre, self.make = self._pre, {}, None  # let go: each holds its layer's header columns
-            scans, self._scans = list(self._scans.values()), {}
-        for scan in scans:
-            scan.growing.stop()
-        made = {n: pre.result() for n, pre in pres.items()}
-        return {n: m for n, m in made.items() if m is not None}
-
-    @contextlib.contextmanager
-    def preparing(self, numbers: Sequence[int]) -> Iterator[Callable[[int], LayerTar]]:
-        """Prepare several layers at once and give a function that waits for one: the caller indexes layer 1
-        while later ones still download or decompress. Local compressed layers take one thread per CPU; layers
-        that arrive as streams (a registry's) :data:`STREAMS` at a time, as docker and skopeo pull."""
-        streamed = any(self.blobs[n].chunks is not None for n in numbers)
-        workers = min(len(numbers), max(os.cpu_count() or 1, STREAMS if streamed else 1))
-        if workers <= 1:
-            yield lambda n: self.get(n, scan=True)
-            return
-        share, critical = None, None
-        if streamed:  # the largest streamed layer ends the reading phase: it starts first and keeps a CPU
-            critical = max((n for n in numbers if self.blobs[n].chunks is not None), key=lambda n: self.blobs[n].size)
-            share = CpuShare(os.cpu_count() or 1)
-        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="layer")
-        futures = {n: pool.submit(self.get, n, share, n == critical, True)
-                   for n in sorted(numbers, key=lambda n: (n != critical, n))}
-        try:
-            yield lambda n: futures[n].result() if n in futures else self.get(n, scan=True)
-        except BaseException:
-            self._stop.set()  # the others end at their next chunk (Ctrl-C does not wait for gigabytes)
-            raise
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _created(config_blob: dict[str, Any]) -> int:
@@ -144,26 +59,38 @@ def _created(config_blob: dict[str, Any]) -> int:
         return 0
 
 
-def produce(plans: Sequence[ConvertPlan], store: store_mod.Store,
-            progress: Reporter) -> list[tuple[store_mod.Entry, Stats]]:
+def produce(plans: Sequence[ConvertPlan], store: store_mod.Store, progress: Reporter,
+            tuning: Tuning = TUNED) -> list[tuple[store_mod.Entry, Stats]]:
     """Make and publish every plan's artifact (all plans convert the same source; hold their keys' locks).
-
-    Python's cyclic garbage collector is paused meanwhile: the index holds hundreds of thousands of objects that
-    live until the end, which each full collection would walk again (a third of a reconversion's CPU time).
     The artifacts are published only once the scratch folder is gone: a kill from then on leaves at most temp
     files, which the next producer removes, never a folder that no cache hit would clean."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with _gc_paused(tuning.pause_gc):
         for plan in plans:
             store.clean_temps(plan.key)
-        production = _Production(plans, store, progress)
+        production = _Production(plans, store, progress, tuning)
         with store.workdir(plans[0].key) as work:
             made = production.run(work)
         return [production.publish(*item) for item in made]
+
+
+@contextlib.contextmanager
+def _gc_paused(pause: bool) -> Iterator[None]:
+    """Python's cyclic garbage collector paused (when ``pause``): the index holds hundreds of thousands of
+    objects that live until the end, which each full collection would walk again (a third of a reconversion's
+    CPU time)."""
+    collecting = pause and gc.isenabled()
+    if collecting:
+        gc.disable()
+    try:
+        yield
     finally:
         if collecting:
             gc.enable()
+
+
+def _trim(tuning: Tuning) -> None:
+    if tuning.trim_memory:
+        malloc.trim()
 
 
 def _codec(plan: ConvertPlan) -> str:
@@ -173,8 +100,9 @@ def _codec(plan: ConvertPlan) -> str:
 class _Production:
     """What every target of one source shares: the image's config and layers, the index, the reuse records."""
 
-    def __init__(self, plans: Sequence[ConvertPlan], store: store_mod.Store, progress: Reporter) -> None:
-        self.plans, self.store, self.progress = plans, store, progress
+    def __init__(self, plans: Sequence[ConvertPlan], store: store_mod.Store, progress: Reporter,
+                 tuning: Tuning) -> None:
+        self.plans, self.store, self.progress, self.tuning = plans, store, progress, tuning
         self.records = Records(store.root)
 
     def run(self, work: Path) -> list[tuple[ConvertPlan, Path, dict[str, Any], Stats]]:
@@ -194,25 +122,33 @@ class _Production:
         blob = parse_json(materialized.config, f"{source.text}: the image config", error=ConvertError)
         self.config = ImageConfig.from_image_config(blob, f"{source.text}: the image config")
         self.digests = [b.digest or b.diff_id for b in materialized.layers]
-        found = {plan.key: [self.records.find(d, plan.compression.label, _codec(plan)) if d else None
-                            for d in self.digests]
-                 for plan in self.plans}
-        codecs = {(plan.compression.algo, plan.compression.level) for plan in self.plans}
-        make = compressor(*next(iter(codecs))) if len(codecs) == 1 else None  # one codec: worth doing once
-        self.layers = _Layers(materialized.layers, self.work, reading, make)
+        found = self._records()
+        self.layers = LayerReader(materialized.layers, self.work, reading, self._ahead(), self.tuning)
         try:
             dated = epoch if epoch is not None else _created(blob)
-            tree, self.members = _index(materialized.layers, found, self.layers, dated)
+            tree, self.members = _index(materialized.layers, found, self.layers, dated, self.tuning)
         finally:
             self.pre = self.layers.precompressed()
         self.records.forget_members()
-        malloc.trim()  # the download phase's buffers, before the writer's peak
+        _trim(self.tuning)  # the download phase's buffers, before the writer's peak
         return tree, {key: [dataclasses.replace(r, members=[]) if r else None for r in recs]
                       for key, recs in found.items()}
 
+    def _records(self) -> dict[str, list[Record | None]]:
+        """Each target's reuse record of each layer (None: none usable), by the target's key."""
+        return {plan.key: [self.records.find(d, plan.compression.label, _codec(plan)) if d else None
+                           for d in self.digests]
+                for plan in self.plans}
+
+    def _ahead(self) -> Callable[[], Compress] | None:
+        """The compressor a streamed layer's files are compressed with while it arrives: only when every target
+        uses the same codec (one compression serves them all)."""
+        codecs = {(plan.compression.algo, plan.compression.level) for plan in self.plans}
+        return compressor(*next(iter(codecs))) if len(codecs) == 1 else None
+
     def _target(self, plan: ConvertPlan, tree: Tree,
                 found: list[Record | None]) -> tuple[ConvertPlan, Path, dict[str, Any], Stats]:
-        additions, ownership = _additions(plan, self.config)
+        additions, ownership = targets.additions(plan, self.config)
         tree.add_entries(additions, tree.default_mtime)
         temp = self.store.temp_path(plan.key, plan.target)
         try:
@@ -221,12 +157,7 @@ class _Production:
                                      total=tree.total_bytes()) as packing:
                 stats = self._squashfs(plan, tree, ownership, squash, found, packing)
             if plan.target == "sif":
-                from . import apptainer_rootfs
-                from .sif import write_apptainer_sif
-
-                write_apptainer_sif(temp, deffile=plan.deffile.encode(), squashfs=squash, arch=self.config.architecture,
-                                    oci_config=apptainer_rootfs.oci_config_json(self.config),
-                                    source_date_epoch=plan.epoch)
+                targets.wrap_sif(temp, squash, plan, self.config)
         except BaseException:
             temp.unlink(missing_ok=True)
             raise
@@ -238,8 +169,6 @@ class _Production:
     def publish(self, plan: ConvertPlan, temp: Path, meta: dict[str, Any],
                 stats: Stats) -> tuple[store_mod.Entry, Stats]:
         """Verify and publish a target's temp file, then record where its layers' data lies in it."""
-        from .convert import verifier
-
         entry = self.store.publish(plan.key, plan.target, temp, meta, verifier(plan.target), private=plan.private)
         self._record(plan, entry, stats)
         return entry, stats
@@ -263,9 +192,9 @@ class _Production:
                         earlier[n] = self.records.open(rec, decompress)
                     except OSError:  # removed since it was checked: convert that layer without it
                         del usable[n]
-                return squashfs.build(out, plan.compression, tree, ownership, mkfs_time=mkfs_time, progress=advance,
+                return build_squashfs(out, plan.compression, tree, ownership, mkfs_time=mkfs_time, progress=advance,
                                       earlier=earlier, open_layer=self.layers.get,
-                                      write_behind=plan.target == "sqsh")  # a SIF's squashfs is scratch
+                                      write_behind=plan.target == "sqsh" and self.tuning.write_behind)  # a SIF's: scratch
             except EarlierChanged as changed:
                 if any(str(path) == changed.path for path, _ in self.pre.values()):  # never expected: a scratch file
                     log.warning("%s changed while the conversion ran; compressing without it", changed.path)
@@ -281,14 +210,9 @@ class _Production:
 
     def _record(self, plan: ConvertPlan, entry: store_mod.Entry, stats: Stats) -> None:
         """Record where each layer's data lies in the published artifact, for the next conversion."""
-        base = 0
-        if plan.target == "sif":
-            from .sif import read_sif
-
-            partition = read_sif(entry.path).primary_partition()
-            if partition is None:
-                return
-            base = partition.offset
+        base = targets.squashfs_offset(plan.target, entry.path)
+        if base is None:
+            return
         stat = identity(entry.path)
         self.records.save(
             (Record(digest, plan.compression.label, _codec(plan), entry.path.name, stat, base, stats.segments[n], []),
@@ -296,8 +220,8 @@ class _Production:
             for n, digest in enumerate(self.digests) if digest)
 
 
-def _index(blobs: Sequence[LayerBlob], found: dict[str, list[Record | None]], layers: _Layers,
-           mtime: int) -> tuple[Tree, list[bytes | None]]:
+def _index(blobs: Sequence[LayerBlob], found: dict[str, list[Record | None]], layers: LayerReader,
+           mtime: int, tuning: Tuning) -> tuple[Tree, list[bytes | None]]:
     """The merged index of the layers, one pass over each layer's headers; a layer that every target has a
     record for is replayed from it instead of read. Also, for each layer read, its members file encoded (the
     members themselves are not kept: a large image has hundreds of thousands)."""
@@ -308,7 +232,7 @@ def _index(blobs: Sequence[LayerBlob], found: dict[str, list[Record | None]], la
         for n, blob in enumerate(blobs):
             if n in read:
                 tar = ready(n)  # verified: what was read of it while it arrived counts from now on
-                malloc.trim()  # what its reading freed, before the index grows by it (see :mod:`.malloc`)
+                _trim(tuning)  # what its reading freed, before the index grows by it (see :mod:`.speed.malloc`)
                 scanned = layers.scanned(n, tar)
                 if scanned is None:
                     kept = Columns()
@@ -324,14 +248,3 @@ def _index(blobs: Sequence[LayerBlob], found: dict[str, list[Record | None]], la
     if tree.dropped:
         log.info("dropped: %s", ", ".join(f"{n} {why}" for why, n in sorted(tree.dropped.items())))
     return tree, encoded
-
-
-def _additions(plan: ConvertPlan, config: ImageConfig) -> tuple[list[RootfsEntry], Ownership]:
-    if plan.target == "sqsh":
-        from . import charliecloud_rootfs, enroot_rootfs
-
-        additions = [*enroot_rootfs.entries(config, provenance=plan.provenance), *charliecloud_rootfs.entries(config)]
-        return additions, Ownership(all_root=True, fixperms=True)
-    from . import apptainer_rootfs
-
-    return apptainer_rootfs.entries(config, deffile=plan.deffile, source_date_epoch=plan.epoch), Ownership()

@@ -21,7 +21,7 @@ from ..fsutil import read_tail
 from ..outside import ascii_int
 
 if TYPE_CHECKING:
-    from .plan import LaunchPlan
+    from .model import LaunchPlan
 
 _SINCE = re.compile(r"([0-9]+)([smhdw])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

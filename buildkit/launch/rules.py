@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import PolicyError
 from ..site.model import Site
-from .plan import LaunchPlan
+from .model import LaunchPlan
 from .shell import time_minutes
 
 

@@ -3,6 +3,7 @@ process runner, their answers read into :mod:`~buildkit.launch.jobcontrol`'s obj
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import time
@@ -146,3 +147,12 @@ def log_in(cwd: Path, job_id: str) -> Path | None:
         if found:
             return found[0]
     return None
+
+
+def log_path(pattern: str, job_id: str, name: str, cwd: Path) -> Path | None:
+    """The job's log file of sbatch's ``--output`` pattern (%j, %x, %u, %%); None for per-node patterns."""
+    if re.search(r"%(?![jxu%])", pattern):
+        return None
+    user = os.environ.get("USER", "")
+    text = re.sub(r"%([jxu%])", lambda m: {"j": job_id, "x": name, "u": user, "%": "%"}[m.group(1)], pattern)
+    return cwd / text

@@ -71,10 +71,8 @@ class SlurmJobControl(JobControl):
             return JobLogs(job_id, Path(out), Path(err) if err and err != out else None)
         record = jobrecord.find(job_id, records)
         if record is not None:
-            from .schedulers.slurm import log_path
-
-            output = log_path(record.output, job_id, record.name, Path(record.cwd))
-            error = log_path(record.error, job_id, record.name, Path(record.cwd)) if record.error else None
+            output = slurmctl.log_path(record.output, job_id, record.name, Path(record.cwd))
+            error = slurmctl.log_path(record.error, job_id, record.name, Path(record.cwd)) if record.error else None
             if output is not None:
                 return JobLogs(job_id, output, error if error != output else None)
         found = slurmctl.log_in(cwd, job_id)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from . import runtimes, words
-from .plan import LaunchPlan
+from .model import LaunchPlan
 from .shell import q
 
 TASK_ARGV0 = "ckit-task"

@@ -16,7 +16,6 @@ from ..process import require, run
 class Submission:
     job_id: str
     script: Path
-    exit_code: int | None = None
 
 
 def write_script(text: str, path: Path, inputs: Iterable[Path] = ()) -> Path:
@@ -34,11 +33,8 @@ def write_script(text: str, path: Path, inputs: Iterable[Path] = ()) -> Path:
     return path
 
 
-def submit(script: Path, *, wait: bool = False, cwd: Path | None = None, poll: float = 1.0) -> Submission:
-    """``sbatch --parsable SCRIPT``; with ``wait``, then the job's exit code (``ExitCode=N:SIG``).
-
-    ckit polls the controller every ``poll`` seconds instead of ``sbatch --wait``, whose backoff reports a
-    15-second job only after 30 s or more."""
+def submit(script: Path, *, cwd: Path | None = None) -> Submission:
+    """``sbatch --parsable SCRIPT``: the job id (the scheduler's job control follows the job from there)."""
     require("sbatch", purpose="submit the job", package="slurm-client")
     try:
         result = run(["sbatch", "--parsable", str(script)], step="sbatch", cwd=cwd or script.parent)
@@ -49,11 +45,4 @@ def submit(script: Path, *, wait: bool = False, cwd: Path | None = None, poll: f
     if not match:
         raise LaunchError(f"sbatch gave no job id for {script}: {(result.stderr or result.stdout).strip()}")
     job_id = match.group(1)
-    return Submission(job_id=job_id, script=script, exit_code=wait_for(job_id, poll) if wait else None)
-
-
-def wait_for(job_id: str, poll: float = 1.0) -> int:
-    """Block until the job is over; its exit code (128 + N when a signal N ended it)."""
-    from .slurmjobs import SlurmJobControl
-
-    return SlurmJobControl().waited_exit_code(job_id, poll=poll)
+    return Submission(job_id=job_id, script=script)

@@ -3,7 +3,7 @@
 ckit writes its keys as image labels (build, render), as manifest annotations (push) and as SIF labels, and
 reads them back (push of a stack, ``inspect``, the engine's image lookup); every one of those uses these names.
 (The labels apptainer adds to a ``.sif``, ``org.label-schema.*`` and the like, follow apptainer and live with
-its rootfs files in :mod:`buildkit.image.apptainer_rootfs`.)
+its rootfs files in :mod:`buildkit.image.rootfs.apptainer`.)
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@
 | `docker` | `docker://REF` | an image in a registry |
 
 This is the one parser of that grammar: ``convert``, ``push``, ``pull`` and ``build`` all call :func:`parse_spec`,
-and the readers (``buildkit.image.source``) and the registry push pick their implementation by the form's name.
+and the readers (``buildkit.image.sources``, one module per form) and the registry push pick their
+implementation by the form's name.
 ``PATH[:REF]`` is split as skopeo does, at the first colon, except that a PATH that exists as written (colons and
 all) is taken whole, so ``docker-archive:x.tar:myapp:1`` is the archive ``x.tar`` and the image ``myapp:1`` in it.
 """

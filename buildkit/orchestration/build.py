@@ -16,28 +16,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
-from ..engine.base import (
-    AUTO_ORDER,
-    BuildEvent,
-    BuildListener,
-    BuildRequest,
-    BuiltImage,
-    Engine,
-    Selection,
-    context_digest,
-    get_engine,
-    select_engine,
-)
+from ..engine.base import BuildEvent, BuildListener, BuildRequest, BuiltImage, Engine, context_digest
 from ..engine.docker import DockerEngine
+from ..engine.select import AUTO_ORDER, Selection, get_engine, select_engine
 from ..errors import ConfigError
 from ..fsutil import check_output
 from ..image.convert import TARGETS as CONVERTED
 from ..image.convert import convert_many
-from ..image.source import DaemonSource
+from ..image.sources.docker_daemon import DaemonSource
 from ..oci import labels as keys
 from ..progress import SILENT, Meter, Reporter
 from ..recipe.catalog import Catalog
-from ..registry.reference import parse
+from ..registry.distribution.reference import parse
 from ..render.context import ContextFile, build_context
 from ..storage.store import export
 from .locked import check_lock, read_lock

@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .. import __version__
 from ..config.searchpath import suggest
@@ -18,13 +18,31 @@ from ..errors import CompatError, ConfigError
 from ..oci import labels as keys
 from .compat import violations
 from .environment import compose
-from .model import Copy, Env, Fact, Layer, ParamValue, ResolvedLayer, ResolvedRecipe, Run, StackDef, Step
+from .model import (
+    Copy,
+    Env,
+    Fact,
+    FactTable,
+    Layer,
+    ParamValue,
+    ResolvedLayer,
+    ResolvedRecipe,
+    Run,
+    StackDef,
+    Step,
+)
 from .params import check_value, format_value, parse_cli, split_set
 from .steps import compile_addon
 from .template import expand
 
-if TYPE_CHECKING:
-    from .catalog import Catalog
+
+class Catalog(Protocol):
+    """Where a stack's parts are read from (:class:`.catalog.Catalog`, which resolves through here)."""
+
+    def base(self, name: str) -> Layer: ...
+    def addon(self, name: str) -> Layer: ...
+    def stack(self, name: str) -> StackDef: ...
+    def facts(self, name: str) -> FactTable: ...
 
 _REF = re.compile(r"^[a-z0-9][a-z0-9._:/-]*[a-z0-9](?::[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?(?:@sha256:[0-9a-f]{64})?$")
 

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import IntegrityError
-from .client import ManifestHead
-from .reference import Reference, parse
+from .distribution.client import ManifestHead
+from .distribution.reference import Reference, parse
 
 LOCK_VERSION = 1
 

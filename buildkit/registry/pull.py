@@ -15,10 +15,10 @@ from typing import Any
 from ..errors import ConfigError
 from ..image.convert import convert
 from ..progress import SILENT, Reporter
-from .artifacts import ArtifactKind, fetch_artifact_manifest, pull_artifact
-from .client import Progress, RegistryClient
-from .reference import Reference
+from .distribution.client import Progress, RegistryClient
+from .distribution.reference import Reference
 from .source import reader
+from .transfer.artifacts import ArtifactKind, fetch_artifact_manifest, pull_artifact
 
 
 @dataclass(frozen=True)

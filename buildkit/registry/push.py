@@ -2,7 +2,7 @@
 
 | SOURCE | read from | manifest (default) |
 |---|---|---|
-| a `.sif` / `.sqsh` file | the file, as one ORAS layer (:mod:`.artifacts`) | OCI (always) |
+| a `.sif` / `.sqsh` file | the file, as one ORAS layer (:mod:`.transfer.artifacts`) | OCI (always) |
 | `docker-archive:PATH[:REF]` | the archive; plain layers gzip-compressed on the way | Docker schema 2 |
 | `docker-daemon:REF` | the engine's save stream, spooled to an archive | Docker schema 2 |
 | a stack name | its newest build in the engine (label ``io.ckit.fingerprint``), as `docker-daemon:` | Docker schema 2 |
@@ -23,15 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..image.source import DaemonSource
+from ..image.sources.docker_daemon import DaemonSource
 from ..storage.store import default_root
-from . import annotations as notes
-from .artifacts import push_artifact
-from .client import Progress, RegistryClient
-from .images import ImageInput, Pushed, push_image
-from .layers import Uploader
+from .distribution.client import Progress, RegistryClient
+from .distribution.reference import Reference
 from .push_plan import PushPlan, plan
-from .reference import Reference
+from .transfer import annotations as notes
+from .transfer.artifacts import push_artifact
+from .transfer.images import ImageInput, Pushed, push_image
+from .transfer.layers import Uploader
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ def _push_image(client: RegistryClient, planned: PushPlan, ref: Reference, optio
 def _read_and_push(client: RegistryClient, planned: PushPlan, ref: Reference, fmt: str | None, uploader: Uploader,
                    annotate: Annotate, spool: Path, total: Total | None) -> Pushed:
     """Read the image out of its source (an engine's image through its save stream) and push it."""
-    from .image_sources import LayoutPush, from_docker_archive, open_layout
+    from .transfer.image_sources import LayoutPush, from_docker_archive, open_layout
 
     spec = planned.spec
     assert spec is not None  # noqa: S101 - files are pushed by execute()

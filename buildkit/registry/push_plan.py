@@ -15,8 +15,8 @@ from ..errors import ConfigError
 from ..oci.layout import json_object
 from ..oci.sources import SourceSpec, form_of, parse_spec, syntaxes
 from ..recipe.catalog import Catalog
-from .images import FORMATS, MANIFEST_TYPE, check_format, format_of
-from .reference import Reference
+from .distribution.reference import Reference
+from .transfer.images import FORMATS, MANIFEST_TYPE, check_format, format_of
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def plan(source: str, ref: Reference, fmt: str | None, sets: list[str] | None = 
 
 
 def _plan_file(path: Path, ref: Reference, fmt: str | None, sif_layer_type: str | None) -> PushPlan:
-    from .artifacts import SIF, detect_kind
+    from .transfer.artifacts import SIF, detect_kind
 
     if fmt == "docker":
         raise ConfigError(f"--format docker: {path} is pushed as an ORAS artifact, which is always OCI",
@@ -80,13 +80,13 @@ def _plan_image(spec: SourceSpec, source: str, ref: Reference, fmt: str | None, 
                           hint=f"copy it with `skopeo copy {spec.text} docker://{ref}`")
     kind = kind or spec.form
     if spec.form == "docker-daemon":
-        from .engine_images import image_record
+        from .transfer.engine_images import image_record
 
         image_id, size = image_record(spec)
         return PushPlan(source, kind, str(ref), SourceSpec("docker-daemon", spec.text, ref=image_id),
                         MANIFEST_TYPE[fmt or "docker"], size, [], image_id)
     if spec.form == "docker-archive":
-        from .image_sources import from_docker_archive
+        from .transfer.image_sources import from_docker_archive
 
         if spec.path is None or not spec.path.is_file():
             raise ConfigError(f"{spec.text}: no such file", hint="give the path of a `docker save` archive")
@@ -98,7 +98,7 @@ def _plan_image(spec: SourceSpec, source: str, ref: Reference, fmt: str | None, 
 
 
 def _plan_layout(spec: SourceSpec, source: str, ref: Reference, fmt: str | None, kind: str) -> PushPlan:
-    from .image_sources import layout_image, open_layout, select
+    from .transfer.image_sources import layout_image, open_layout, select
 
     layout = open_layout(spec)
     top = select(layout, spec.ref)
@@ -125,7 +125,7 @@ def _catalog(recipes_dirs: tuple[Path, ...]) -> Catalog:
 
 def stack_image_of(catalog: Any, stack: str, sets: list[str]) -> str:
     """The engine's image of the stack's current build (its fingerprint), or a ConfigError saying how to build it."""
-    from .engine_images import stack_image
+    from .transfer.engine_images import stack_image
 
     fingerprint = catalog.resolve(stack, sets=sets).fingerprint
     image = stack_image(fingerprint)

@@ -1,4 +1,4 @@
-"""``docker://REF`` as a conversion source: the image layer's :class:`~buildkit.image.registry_source.RegistrySource`
+"""``docker://REF`` as a conversion source: the image layer's :class:`~buildkit.image.sources.registry.RegistrySource`
 reading through ckit's registry client. The image layer sits below this package and knows no client; commands
 and pulls pass :func:`reader` down (``convert.plan(..., registry=reader(...))``)."""
 
@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..image.registry_source import RegistrySource
-from ..image.source import Reader, Source, parse_source
+from ..image.sources.base import Reader, Source
+from ..image.sources.named import parse_source
+from ..image.sources.registry import RegistrySource
 from ..oci.sources import SourceSpec
-from .blobstream import blob_chunks
-from .client import RegistryClient
-from .reference import parse
+from .distribution.blobstream import blob_chunks
+from .distribution.client import RegistryClient
+from .distribution.reference import parse
 
 
 def reader(*, insecure: bool = False, ca_file: Path | None = None) -> Reader:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from ..errors import ConfigError, IntegrityError
 from ..fsutil import atomic_path
-from .artifacts import detect_kind
-from .streams import READ_SIZE
+from .distribution.streams import READ_SIZE
+from .transfer.artifacts import detect_kind
 
 
 def expand_dir(text: str) -> Path:

@@ -61,8 +61,20 @@ def site_text(site: Site) -> str:
     out.append(_line(site, "scheduler", "scheduler", site.scheduler))
     if site.login:
         out.append(_line(site, "login", "login", site.login))
+    out += _partition_lines(site)
+    out += _runtime_lines(site)
+    out += _setting_lines(site)
+    out += [_line(site, f"env.{name}", "env", f"{name}={value}") for name, value in site.env]
+    out += _policy_lines(site)
+    out += _platform_lines(site)
+    out += _source_lines(site)
+    out += ["", "tags: [V] verified in a cited source, [D] only in a seed guide, [U] uncertain, [ ] untagged"]
+    return "\n".join(shown(line) for line in out) + "\n"  # one line per value, whatever the profile's text holds
+
+
+def _partition_lines(site: Site) -> list[str]:
+    out = []
     for part in site.partitions:
-        key = f"partitions.{part.name}"
         marks = " (default)" if part.name == site.default_partition else ""
         fields = [f"{part.gpus_per_node} GPU" + (f" {part.gpu_type}" if part.gpu_type else "")]
         fields += [f"{part.cpus_per_node} CPUs"] if part.cpus_per_node else []
@@ -72,46 +84,57 @@ def site_text(site: Site) -> str:
         fields += [f"{part.max_gpus_per_user} GPUs/user"] if part.max_gpus_per_user else []
         fields += [part.arch] if part.arch != "x86_64" else []
         fields += [part.note] if part.note else []
-        out.append(_line(site, key, f"partition {part.name}{marks}", ", ".join(fields)))
+        out.append(_line(site, f"partitions.{part.name}", f"partition {part.name}{marks}", ", ".join(fields)))
     for name, why in site.retired_partitions:
         out.append(_line(site, "retired_partitions", f"partition {name} (gone)", why))
-    out += _runtime_lines(site)
-    for key, label, value in [("mpi_plugin", "srun --mpi", site.mpi_plugin),
-                              ("network_interface", "network interface", site.network_interface),
-                              ("modules", "modules", " ".join(site.modules)),
-                              ("conda", "conda env", site.conda), ("venv", "venv", site.venv),
-                              ("rank_table", "MindSpore rank table", site.rank_table),
-                              ("mounts", "mounts", " ".join(site.mounts)),
-                              ("shared_image_dir", "shared image folder", site.shared_image_dir),
-                              ("compute_internet", "compute nodes have internet", "yes" if site.compute_internet else "no"),
-                              ("squashfs_compressions", "squashfs compressions",
-                               ", ".join(site.squashfs_compressions) or "any")]:
-        if value:
-            out.append(_line(site, key, label, value))
-    for name, value in site.env:
-        out.append(_line(site, f"env.{name}", "env", f"{name}={value}"))
+    return out
+
+
+def _setting_lines(site: Site) -> list[str]:
+    """The site-wide settings that have a value."""
+    settings: list[tuple[str, str, object]] = [
+        ("mpi_plugin", "srun --mpi", site.mpi_plugin),
+        ("network_interface", "network interface", site.network_interface),
+        ("modules", "modules", " ".join(site.modules)),
+        ("conda", "conda env", site.conda), ("venv", "venv", site.venv),
+        ("rank_table", "MindSpore rank table", site.rank_table),
+        ("mounts", "mounts", " ".join(site.mounts)),
+        ("shared_image_dir", "shared image folder", site.shared_image_dir),
+        ("compute_internet", "compute nodes have internet", "yes" if site.compute_internet else "no"),
+        ("squashfs_compressions", "squashfs compressions", ", ".join(site.squashfs_compressions) or "any")]
+    return [_line(site, key, label, value) for key, label, value in settings if value]
+
+
+def _policy_lines(site: Site) -> list[str]:
+    """The site's rules that are set."""
     policy = site.policy
-    rules: list[tuple[str, str, object]] = [("policy.require_account", "requires --account", policy.require_account),
-             ("policy.require_comment", "requires --comment", policy.require_comment),
-             ("policy.comment_choices", "--comment one of", " ".join(policy.comment_choices)),
-             ("policy.forbid_options", "forbidden options", " ".join("--" + o for o in policy.forbid_options)),
-             ("policy.cpus_per_gpu", "CPUs per GPU (max)", policy.cpus_per_gpu),
-             ("policy.mem_per_gpu_gb", "GB memory per GPU", policy.mem_per_gpu_gb),
-             ("policy.min_gpus_per_job", "GPUs per job (min)", policy.min_gpus_per_job),
-             ("policy.submit_from", "submit from", policy.submit_from)]
-    for key, label, rule in rules:
-        if rule:
-            out.append(_line(site, key, f"rule: {label}", "yes" if rule is True else rule))
-    if site.platform:
-        plat = site.platform
-        for key, label, value in [("hostfile", "hostfile", plat.hostfile), ("ssh_port_var", "SSH port variable",
-                                  "$" + plat.ssh_port_var), ("rank_table", "NPU rank table", plat.rank_table),
-                                  ("device_types", "device types", ", ".join(plat.device_types))]:
-            if value:
-                out.append(_line(site, f"platform.{key}", f"platform {label}", value))
+    rules: list[tuple[str, str, object]] = [
+        ("policy.require_account", "requires --account", policy.require_account),
+        ("policy.require_comment", "requires --comment", policy.require_comment),
+        ("policy.comment_choices", "--comment one of", " ".join(policy.comment_choices)),
+        ("policy.forbid_options", "forbidden options", " ".join("--" + o for o in policy.forbid_options)),
+        ("policy.cpus_per_gpu", "CPUs per GPU (max)", policy.cpus_per_gpu),
+        ("policy.mem_per_gpu_gb", "GB memory per GPU", policy.mem_per_gpu_gb),
+        ("policy.min_gpus_per_job", "GPUs per job (min)", policy.min_gpus_per_job),
+        ("policy.submit_from", "submit from", policy.submit_from)]
+    return [_line(site, key, f"rule: {label}", "yes" if rule is True else rule) for key, label, rule in rules if rule]
+
+
+def _platform_lines(site: Site) -> list[str]:
+    """A platform's (DLWS) settings that have a value."""
+    plat = site.platform
+    if not plat:
+        return []
+    values = [("hostfile", "hostfile", plat.hostfile), ("ssh_port_var", "SSH port variable", "$" + plat.ssh_port_var),
+              ("rank_table", "NPU rank table", plat.rank_table),
+              ("device_types", "device types", ", ".join(plat.device_types))]
+    return [_line(site, f"platform.{key}", f"platform {label}", value) for key, label, value in values if value]
+
+
+def _source_lines(site: Site) -> list[str]:
+    """Where each value came from, for the values that name a source or carry a note."""
     sources = [f for f in site.facts if f.source or f.note]
-    if sources:
-        out += ["", "sources:"]
-        out += [f"  {f.key} [{_TAG_MARK[f.tag]}]: " + "; ".join(x for x in (f.source, f.note) if x) for f in sources]
-    out += ["", "tags: [V] verified in a cited source, [D] only in a seed guide, [U] uncertain, [ ] untagged"]
-    return "\n".join(shown(line) for line in out) + "\n"  # one line per value, whatever the profile's text holds
+    if not sources:
+        return []
+    return ["", "sources:"] + [f"  {f.key} [{_TAG_MARK[f.tag]}]: " + "; ".join(x for x in (f.source, f.note) if x)
+                               for f in sources]

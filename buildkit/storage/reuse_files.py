@@ -1,12 +1,12 @@
 """The store's ``reuse/`` folder: the framing of its files, and the one rule that removes what no artifact needs.
 
-    reuse/<record key>.rec             where a layer's data lies in one artifact (``buildkit.image.squashfs_reuse``)
+    reuse/<record key>.rec             where a layer's data lies in one artifact (``buildkit.image.squashfs.reuse``)
     reuse/<layer digest>.members       the layer's tar members, for the records of that layer
 
 A record is a magic line, the sha256 of the rest, a refs line (:class:`ReuseRefs`: its layer, the artifact that
 holds the data and that artifact's identity as published, the members file's body sha256), then its packed body.
 The refs line can be read without the body: a sweep reads a few hundred bytes per record. A members file is a
-magic line, the sha256 of its body, the body. What the bodies hold is :mod:`buildkit.image.squashfs_reuse`'s.
+magic line, the sha256 of its body, the body. What the bodies hold is :mod:`buildkit.image.squashfs.reuse`'s.
 
 The rule (:func:`sweep`), applied by every removal of artifacts (a damaged one dropped by the store, eviction
 and ``ckit cache prune``): a record goes when its artifact is gone, was replaced or changed (its identity), or
@@ -36,7 +36,7 @@ from ..oci.digest import is_valid
 from . import safefs
 from .lease import stale_seconds
 
-RECORD_MAGIC = b"ckit-reuse 4\n"  # 4: the body in columns (.image.squashfs_record)
+RECORD_MAGIC = b"ckit-reuse 4\n"  # 4: the body in columns (buildkit.image.squashfs.record)
 MEMBERS_MAGIC = b"ckit-members 1\n"
 HEAD_MAX = 4096  # a record's refs line is a few hundred bytes
 ARTIFACT_NAME = re.compile(r"[0-9a-f]{64}\.(sif|sqsh)")

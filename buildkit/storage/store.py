@@ -7,7 +7,7 @@ user's tree in a shared cache folder (``<cache>/u<UID>``, :mod:`.trust`) is anot
     artifacts/<key>.json            its record: the key, what it was made from, options, size, identity
     locks/<key>.lease               held while the artifact is being made (see :mod:`.lease`)
     work/<key>/                     scratch space of the conversion of <key> (spools, temp squashfs)
-    reuse/<layer key>.rec           where a layer's data lies in an artifact (``buildkit.image.squashfs_reuse``)
+    reuse/<layer key>.rec           where a layer's data lies in an artifact (``buildkit.image.squashfs.reuse``)
     reuse/<layer digest>.members    the layer's tar members, for the records of that layer
 
 A key is the sha256 of the canonical JSON of the source digest and every option that changes the bytes

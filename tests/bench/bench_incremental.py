@@ -39,8 +39,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from buildkit.image.convert import convert
-from buildkit.image.flatten import as_layer_tars, flatten
-from buildkit.image.squashfs_writer import write
+from buildkit.image.layers.flatten import as_layer_tars, flatten
+from buildkit.image.squashfs.writer import write
 from buildkit.storage.store import Store
 from tests.bench import BenchResult, sh
 from tests.bench.incremental_image import EPOCH, NOT_IN_PYTHON_TREE, layout, rootfs
@@ -145,10 +145,10 @@ class IncrementalRegistry(Registry):
 
 def _counting_reader(fetched: dict[str, int]):  # type: ignore[no-untyped-def]
     """The ``docker://`` reader of ``ckit convert``, with every blob byte fetched counted by digest."""
-    from buildkit.image.registry_source import RegistrySource
-    from buildkit.registry.blobstream import blob_chunks
-    from buildkit.registry.client import RegistryClient
-    from buildkit.registry.reference import parse
+    from buildkit.image.sources.registry import RegistrySource
+    from buildkit.registry.distribution.blobstream import blob_chunks
+    from buildkit.registry.distribution.client import RegistryClient
+    from buildkit.registry.distribution.reference import parse
 
     def chunks(client, repository, digest, size):  # type: ignore[no-untyped-def]
         for chunk in blob_chunks(client, repository, digest, size):

@@ -79,8 +79,9 @@ def _wait(proc: subprocess.Popen[bytes], timeout: float) -> tuple[int, resource.
         time.sleep(0.02)
 
 
-def clean_failure(ran: Ran, *codes: int, says: str = "") -> None:
-    """The run failed the way a user should see it: an expected code, a one-line error, nothing else."""
+def clean_failure(ran: Ran, *codes: int, says: str) -> None:
+    """The run failed the way a user should see it: an expected code, a one-line error that says ``says``
+    (every caller names what the user must read), nothing else."""
     assert not ran.timed_out, f"ckit did not finish in time (killed after {ran.seconds:.0f} s): {ran.stderr[-2000:]}"
     assert ran.returncode in codes, f"exit {ran.returncode}, expected {codes}: {ran.stderr[-2000:]}"
     assert "Traceback" not in ran.stderr and "internal error" not in ran.stderr, ran.stderr[-3000:]

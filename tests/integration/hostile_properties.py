@@ -81,7 +81,7 @@ def _mutated(edits: list[tuple[int, bytes]], cut: int | None) -> bytes:
 
 
 def _flatten(layers: list[bytes]) -> None:
-    from buildkit.image.flatten import as_layer_tars, flatten
+    from buildkit.image.layers.flatten import as_layer_tars, flatten
 
     with tempfile.TemporaryDirectory() as tmp:
         paths = []
@@ -108,8 +108,8 @@ def tar_noise(data: bytes) -> None:
 @SETTINGS
 @given(MUTATIONS, st.integers(0, 400))
 def gzip_layers(edits: list[tuple[int, bytes]], cut: int) -> None:
-    from buildkit.image.layerfile import prepare
-    from buildkit.image.source import LayerBlob
+    from buildkit.image.layers.layerfile import prepare
+    from buildkit.image.sources.base import LayerBlob
 
     packed = bytearray(zlib.compress(_mutated(edits, None), wbits=31))
     packed = packed[:max(2, len(packed) - cut)]
@@ -146,7 +146,7 @@ def _layout(tmp: Path, index: Any, manifest: Any, config: Any) -> str:
 @SETTINGS
 @given(SHAPED, SHAPED, SHAPED)
 def oci_layouts(index: Any, manifest: Any, config: Any) -> None:
-    from buildkit.image.source import parse_source
+    from buildkit.image.sources.named import parse_source
 
     with tempfile.TemporaryDirectory() as tmp:
         def read() -> None:
@@ -159,8 +159,10 @@ def oci_layouts(index: Any, manifest: Any, config: Any) -> None:
 @SETTINGS
 @given(SHAPED)
 def image_configs(blob: Any) -> None:
-    from buildkit.image import apptainer_rootfs, charliecloud_rootfs, enroot_rootfs
     from buildkit.image.model import ImageConfig
+    from buildkit.image.rootfs import apptainer as apptainer_rootfs
+    from buildkit.image.rootfs import charliecloud as charliecloud_rootfs
+    from buildkit.image.rootfs import enroot as enroot_rootfs
 
     def build() -> None:
         config = ImageConfig.from_image_config(blob)
@@ -175,8 +177,8 @@ def image_configs(blob: Any) -> None:
 @given(st.one_of(SHAPED.map(lambda v: json.dumps(v).encode()), st.binary(max_size=200)))
 def small_documents(data: bytes) -> None:
     from buildkit.oci.docker_manifest import archive_images
-    from buildkit.registry.client import error_details
-    from buildkit.registry.tokens import _token_fields
+    from buildkit.registry.distribution.client import error_details
+    from buildkit.registry.distribution.tokens import _token_fields
 
     only_clear_errors(lambda: archive_images(data, "docker-archive:x"))
     only_clear_errors(lambda: _token_fields(data, "token server"))
@@ -185,7 +187,7 @@ def small_documents(data: bytes) -> None:
 
 # --- SIF headers ----------------------------------------------------------------------------------------------------
 def _seed_sif() -> bytes:
-    from buildkit.image import sif as S
+    from buildkit.image.sif import write as S
 
     out = io.BytesIO()
     S.write_sif(out, objects=[S.SifObject(S.DATA_DEFFILE, data=b"bootstrap: docker\n"),
@@ -203,8 +205,8 @@ SIF_EDITS = st.lists(st.tuples(st.integers(0, 4096 + 3 * 585), st.binary(min_siz
 @given(SIF_EDITS, st.lists(st.tuples(st.integers(0, 2), st.integers(5, 9), st.integers(-2**63, 2**63 - 1)),
                            max_size=4))
 def sif_headers(edits: list[tuple[int, bytes]], fields: list[tuple[int, int, int]]) -> None:
-    from buildkit.image import sif as S
-    from buildkit.image import sif_text as T
+    from buildkit.image.sif import text as T
+    from buildkit.image.sif import write as S
 
     data = bytearray(SEED_SIF)
     for at, patch in edits:

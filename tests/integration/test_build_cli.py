@@ -127,8 +127,8 @@ def test_second_build_is_a_cache_hit_without_build_work(podman: Any, debian_imag
 
 def test_build_demo_to_image_sif_sqsh(podman: Any, debian_image: str, cache: Path, tmp_path: Path,
                                       capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from buildkit.image import flatten, headerscan
-    from buildkit.image.source import DaemonSource
+    from buildkit.image.layers import flatten, headerscan
+    from buildkit.image.sources.docker_daemon import DaemonSource
 
     saves: list[str] = []
     scans: list[str] = []
@@ -207,7 +207,7 @@ def test_build_for_a_site_picks_a_compression_its_kernel_mounts(podman: Any, deb
                                                                 tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """twnia2's CentOS 7 kernel mounts gzip/xz squashfs only: `build --site twnia2` writes gzip, not zstd."""
     from buildkit.image.inspect import superblock
-    from buildkit.image.sif import read_sif
+    from buildkit.image.sif.read import read_sif
 
     assert ckit(capsys, "build", "demo", "--to", "sif", "--site", "nowhere")[0] == 2  # before any build work
     code, out, err = ckit(capsys, "build", "demo", "--to", "sif,sqsh", "-o", str(tmp_path), "--site", "twnia2",

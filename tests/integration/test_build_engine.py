@@ -8,8 +8,9 @@ from collections.abc import Callable
 import docker
 import pytest
 
-from buildkit.engine.base import BuildEvent, BuildFailed, BuildRequest, select_engine
+from buildkit.engine.base import BuildEvent, BuildFailed, BuildRequest
 from buildkit.engine.docker import DockerEngine
+from buildkit.engine.select import select_engine
 from buildkit.errors import ConfigError
 from buildkit.render.context import ContextFile
 from tests.infra.containers import run_container

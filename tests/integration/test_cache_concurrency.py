@@ -17,7 +17,7 @@ import threading
 import time
 from pathlib import Path
 
-from buildkit.registry.client import RegistryClient
+from buildkit.registry.distribution.client import RegistryClient
 from buildkit.storage.cache import image_ref_name
 from tests.integration.pyxis_helpers import importer, pyxis_env, spawn, unsquash_check
 from tests.integration.registry_helpers import CKIT, ckit, unique_repo

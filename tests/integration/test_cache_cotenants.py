@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.image.squashfs import choose
-from buildkit.registry.client import RegistryClient
+from buildkit.image.squashfs.compression import choose
+from buildkit.registry.distribution.client import RegistryClient
 from buildkit.storage.cache import image_ref_name
 from tests.infra.users import NAMES, User, as_user, ensure
 from tests.integration import cotenants as co

@@ -23,12 +23,14 @@ from pathlib import Path
 import docker
 import pytest
 
-from buildkit.image import charliecloud_rootfs, enroot_rootfs, squashfs
 from buildkit.image import produce as produce_mod
 from buildkit.image.convert import convert
 from buildkit.image.model import ImageConfig
-from buildkit.image.sif import read_sif
-from buildkit.image.source import DaemonSource
+from buildkit.image.rootfs import charliecloud as charliecloud_rootfs
+from buildkit.image.rootfs import enroot as enroot_rootfs
+from buildkit.image.sif.read import read_sif
+from buildkit.image.sources.docker_daemon import DaemonSource
+from buildkit.image.squashfs import superblock as squashfs
 from buildkit.registry.source import reader
 from buildkit.storage.store import Store
 from tests.infra.containers import remove_images

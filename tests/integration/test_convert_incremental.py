@@ -20,13 +20,15 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from buildkit.image import flatten as flatten_mod
-from buildkit.image import layerfile, squashfs_reuse
 from buildkit.image import produce as produce_mod
+from buildkit.image import reading
 from buildkit.image.convert import ConvertResult, convert, convert_many
-from buildkit.image.squashfs_blocks import BLOCK_SIZE
-from buildkit.image.squashfs_reuse import Records
-from buildkit.image.squashfs_writer import codec_version
+from buildkit.image.layers import flatten as flatten_mod
+from buildkit.image.layers import layerfile
+from buildkit.image.squashfs import reuse as squashfs_reuse
+from buildkit.image.squashfs.blocks import BLOCK_SIZE
+from buildkit.image.squashfs.codec import codec_version
+from buildkit.image.squashfs.reuse import Records
 from buildkit.storage import reuse_files
 from buildkit.storage.store import Store
 from tests.integration.hostile_images import docker_archive, entry, oci_layout, sha, tar_bytes
@@ -104,13 +106,13 @@ def scans(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 def prepared(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """The layers that were read and verified."""
     seen: list[str] = []
-    real = produce_mod.prepare
+    real = reading.prepare
 
     def counting(blob, *args, **kwargs):  # type: ignore[no-untyped-def]
         seen.append(blob.what)
         return real(blob, *args, **kwargs)
 
-    monkeypatch.setattr(produce_mod, "prepare", counting)
+    monkeypatch.setattr(reading, "prepare", counting)
     yield seen
 
 

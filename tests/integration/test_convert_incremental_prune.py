@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from buildkit.image.convert import convert
-from buildkit.image.squashfs_reuse import Records
-from buildkit.image.squashfs_writer import codec_version
+from buildkit.image.squashfs.codec import codec_version
+from buildkit.image.squashfs.reuse import Records
 from buildkit.storage.cache import CacheDir
 from buildkit.storage.reuse_files import members_name
 from buildkit.storage.store import Store

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.image import produce as produce_mod
+from buildkit.image import reading
 from buildkit.image.convert import convert, convert_many
 from buildkit.registry import source as registry_source
 from buildkit.storage.store import Store
@@ -117,13 +117,13 @@ def test_an_earlier_output_found_damaged_while_copied_means_downloading(pushed: 
     conversion starts again without it and downloads the layers it skipped, with no error. Those are not
     precompressed as they arrive (the writer is waiting for them and compresses them itself)."""
     followed: list[str] = []
-    real = produce_mod.Precompressor
+    real = reading.Precompressor
 
     def counting(spool, growing, make, what, files, share=None):  # type: ignore[no-untyped-def]
         followed.append(what)
         return real(spool, growing, make, what, files, share)
 
-    monkeypatch.setattr(produce_mod, "Precompressor", counting)
+    monkeypatch.setattr(reading, "Precompressor", counting)
     store = Store(tmp_path / "store")
     first = _convert(pushed["a"], "sqsh", store)
     st = first.path.stat()

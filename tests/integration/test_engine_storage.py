@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from buildkit.errors import ConvertError
-from buildkit.image import engine_storage
 from buildkit.image.convert import convert
-from buildkit.image.source import DaemonSource
+from buildkit.image.sources import engine_storage
+from buildkit.image.sources.docker_daemon import DaemonSource
 from buildkit.storage.store import Store
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.image import charliecloud_rootfs
+from buildkit.image.rootfs import charliecloud as charliecloud_rootfs
 from tests.infra import pyxis
 from tests.integration.pyxis_jobs import WorkImage, work_image
 from tests.integration.registry_helpers import ckit

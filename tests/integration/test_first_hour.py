@@ -203,9 +203,9 @@ class RecordingMeter:
 
 def test_a_pull_tells_its_meter_the_size(registry: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # before: the pull's bar had no total ("0/? bytes"): the size in the manifest never reached it
-    from buildkit.registry.artifacts import pull_artifact
-    from buildkit.registry.client import RegistryClient
-    from buildkit.registry.reference import parse
+    from buildkit.registry.distribution.client import RegistryClient
+    from buildkit.registry.distribution.reference import parse
+    from buildkit.registry.transfer.artifacts import pull_artifact
 
     sif = ROOT / "tests/data/sif/busybox_amd64.sif"
     ref = f"{registry.host}/ckit-test/first-hour:meter-{os.getpid()}"

@@ -16,11 +16,11 @@ import pytest
 import zstandard
 
 from buildkit.errors import ConvertError, IntegrityError
-from buildkit.image.flatten import as_layer_tars, flatten
-from buildkit.image.layerfile import prepare
+from buildkit.image.layers.flatten import as_layer_tars, flatten
+from buildkit.image.layers.layerfile import prepare
 from buildkit.image.model import RootfsEntry, When
-from buildkit.image.source import LayerBlob
-from buildkit.image.squashfs_writer import PROGRESS_STEP, Ownership, write
+from buildkit.image.sources.base import LayerBlob
+from buildkit.image.squashfs.writer import PROGRESS_STEP, Ownership, write
 
 
 def member(name: str, kind: str = "file", data: bytes = b"", *, mode: int = 0o644, uid: int = 0,
@@ -220,7 +220,7 @@ def test_progress_reports_every_byte_in_few_updates(tmp_path: Path) -> None:
 
 
 def test_layers_are_prepared_concurrently_in_order(tmp_path: Path) -> None:
-    from buildkit.image.layerfile import prepare_all
+    from buildkit.image.layers.layerfile import prepare_all
 
     plains = [layer_tar(tmp_path, f"p{i}.tar", [member(f"f{i}", data=bytes([i]) * 300_000)]).read_bytes()
               for i in range(4)]
@@ -239,7 +239,7 @@ def test_layers_are_prepared_concurrently_in_order(tmp_path: Path) -> None:
 
 
 def test_a_bad_layer_among_many_fails_the_whole_preparation(tmp_path: Path) -> None:
-    from buildkit.image.layerfile import prepare_all
+    from buildkit.image.layers.layerfile import prepare_all
 
     plain = layer_tar(tmp_path, "p.tar", [member("f", data=b"x" * 100_000)]).read_bytes()
     good = tmp_path / "good"

@@ -63,11 +63,16 @@ def test_an_env_name_with_a_newline_in_a_recipe_is_refused(tmp_path: Path) -> No
     folder = stack_dir(tmp_path, "kind: stack\ndescription: env\nbase: debian\naddons: [env]\n"
                                  "parameters:\n  env: {vars: [\"FOO\\n=x\"]}\n")
     ran = run("--recipes", str(folder), "render", "mine", "--format", "docker")
-    clean_failure(ran, 2)
+    clean_failure(ran, 2, says="mine.yaml:6: parameter 'vars' value must be one line at 'parameters.env.vars'")
 
 
-@pytest.mark.parametrize("content", ["/dev/zero", "[" * 100_000, '{"auths": ["x"]}', '{"auths": {"h": {"auth": 5}}}'])
-def test_a_hostile_docker_config_is_one_clear_error(tmp_path: Path, content: str) -> None:
+@pytest.mark.parametrize(("content", "says"), [
+    ("/dev/zero", "cannot reach registry 127.0.0.1:1"),  # not a regular file: not read, the pull goes on
+    ("[" * 100_000, "config.json: not a readable docker config file"),
+    ('{"auths": ["x"]}', "config.json: auths must be a JSON object"),
+    ('{"auths": {"h": {"auth": 5}}}', "cannot reach registry 127.0.0.1:1"),  # another host's entry: not used
+])
+def test_a_hostile_docker_config_is_one_clear_error(tmp_path: Path, content: str, says: str) -> None:
     config = tmp_path / "docker" / "config.json"
     config.parent.mkdir()
     if content == "/dev/zero":
@@ -77,7 +82,7 @@ def test_a_hostile_docker_config_is_one_clear_error(tmp_path: Path, content: str
     ran = run("pull", "127.0.0.1:1/team/app:1", "-o", str(tmp_path / "out"),
               env={"DOCKER_CONFIG": str(config.parent), "CKIT_CACHE_DIR": str(tmp_path / "c"),
                    "CKIT_REGISTRY_USER": "", "CKIT_REGISTRY_PASSWORD": ""}, timeout=60)
-    clean_failure(ran, 1, 2)
+    clean_failure(ran, 1, 2, says=says)
 
 
 def test_a_lock_file_that_is_a_device_is_not_read(tmp_path: Path) -> None:
@@ -93,7 +98,7 @@ DESCRIPTOR = struct.Struct("<i?IIIqqqqqqq128s384s")
 
 def sif_with(tmp_path: Path, **changes: int) -> Path:
     """A small SIF (one Def.FILE object) with descriptor fields overwritten."""
-    from buildkit.image import sif as S
+    from buildkit.image.sif import write as S
 
     path = tmp_path / "hostile.sif"
     with path.open("wb") as out:

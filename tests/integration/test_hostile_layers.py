@@ -153,7 +153,7 @@ def test_an_env_name_with_a_newline_leaves_env_scripts_dash_runs(tmp_path: Path)
     ran, out = convert(tmp_path, [GOOD + END], "sif", config=json.dumps(blob).encode())
     assert ran.returncode == 0, ran.stderr
     assert "'FOO\\n' is not a valid variable name" in ran.stderr  # skipped with a warning, as apptainer does
-    from buildkit.image.sif import read_sif
+    from buildkit.image.sif.read import read_sif
 
     offset = read_sif(out).primary_partition().offset  # type: ignore[union-attr]
     script = subprocess.run(["unsquashfs", "-o", str(offset), "-cat", str(out),

@@ -253,5 +253,5 @@ def test_a_redirect_loop_is_an_error(tmp_path: Path) -> None:
     registry = ArtifactRegistry(payload, loop)
     with registry.server:
         ran = registry.pull(tmp_path)
-    clean_failure(ran, 1)
+    clean_failure(ran, 1, says="cannot reach registry 127.0.0.1")
     nothing_written(tmp_path)

@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from buildkit.cache import peers
@@ -27,6 +26,7 @@ import json, os, sys
 from buildkit.cache import peers
 env = json.loads(sys.argv[1])
 got = peers.claim(sys.argv[2], env)
+print("claimed", type(got).__name__, flush=True)
 shared = peers.wait(got, float(sys.argv[3])) if isinstance(got, peers.Peer) else None
 print(type(got).__name__, os.nice(0), shared.path if shared else "-", flush=True)
 peers.drop(got)
@@ -38,9 +38,17 @@ def child(env: dict[str, str], uri: str = URI, limit: float = 30.0) -> subproces
                             stdout=subprocess.PIPE)
 
 
+def claimed(proc: subprocess.Popen[str]) -> str:
+    """Until the child has claimed (what it got): from then on a Peer waits for the marker's holder."""
+    assert proc.stdout is not None
+    word, kind = proc.stdout.readline().split()
+    assert word == "claimed"
+    return kind
+
+
 def outcome(proc: subprocess.Popen[str]) -> tuple[str, int, str]:
     out, _ = proc.communicate(timeout=60)
-    kind, nice, path = out.split()
+    kind, nice, path = out.strip().split("\n")[-1].split()
     return kind, int(nice), path
 
 
@@ -63,8 +71,8 @@ def test_a_get_of_the_same_user_and_settings_waits_and_takes_what_was_served(tmp
     served = tmp_path / "artifact.sqsh"
     served.write_bytes(b"squashfs")
     waiter = child(env_for(tmp_path, job=2))  # another step: only its holder variables differ
-    time.sleep(0.5)
-    assert waiter.poll() is None  # still waiting for the first one
+    assert claimed(waiter) == "Peer"
+    assert waiter.poll() is None  # still waiting for the first one (which holds the marker until it drops it)
     peers.publish(marker, str(tmp_path), "a" * 64, str(served))
     peers.drop(marker)
     assert outcome(waiter) == ("Peer", 19, str(served))
@@ -73,7 +81,7 @@ def test_a_get_of_the_same_user_and_settings_waits_and_takes_what_was_served(tmp
 def test_a_peer_that_fails_or_is_killed_sends_its_waiters_down_the_ordinary_path(tmp_path: Path) -> None:
     marker = peers.claim(URI, env_for(tmp_path, job=1))
     waiter = child(env_for(tmp_path, job=2))
-    time.sleep(0.3)
+    assert claimed(waiter) == "Peer"
     peers.drop(marker)  # done without a result: it failed, or served offline
     assert outcome(waiter) == ("Peer", 19, "-")
     code = ("import json, sys, time; from buildkit.cache import peers; "  # a first get that is then killed
@@ -83,7 +91,7 @@ def test_a_peer_that_fails_or_is_killed_sends_its_waiters_down_the_ordinary_path
                               stdout=subprocess.PIPE)
     assert holder.stdout is not None and holder.stdout.readline().strip() == "Marker"
     waiter = child(env_for(tmp_path, job=5))
-    time.sleep(0.3)
+    assert claimed(waiter) == "Peer"
     holder.send_signal(signal.SIGKILL)
     holder.wait()
     assert outcome(waiter) == ("Peer", 19, "-")  # its lock ended with it: no wait for the time limit

@@ -11,11 +11,11 @@ import pytest
 
 from buildkit import process
 from buildkit.cli import main
-from buildkit.image import apptainer_rootfs as A
-from buildkit.image import charliecloud_rootfs as C
-from buildkit.image import enroot_rootfs as E
 from buildkit.image.model import ImageConfig
-from buildkit.image.sif import write_apptainer_sif
+from buildkit.image.rootfs import apptainer as A
+from buildkit.image.rootfs import charliecloud as C
+from buildkit.image.rootfs import enroot as E
+from buildkit.image.sif.write import write_apptainer_sif
 from tests.integration.rootfs_helpers import materialize
 
 pytestmark = pytest.mark.integration

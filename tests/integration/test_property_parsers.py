@@ -53,7 +53,7 @@ def test_mutated_layers_through_the_cli_give_a_valid_image_or_one_clear_error(tm
             assert listed.returncode == 0, f"trial {trial}: ckit wrote an image unsquashfs rejects: {listed.stderr}"
             outcomes["image"] += 1
         else:
-            clean_failure(ran, 1, 2, 4)
+            clean_failure(ran, 1, 2, 4, says="layer 1 (")  # the layer it could not convert
             assert not out.exists()
             outcomes["error"] += 1
     print(f"mutated layers: {outcomes}")

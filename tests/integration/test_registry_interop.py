@@ -13,9 +13,9 @@ import oras.client
 import pytest
 
 from buildkit.errors import RegistryError
-from buildkit.registry.artifacts import SIF
-from buildkit.registry.client import OCI_MANIFEST, RegistryClient
-from buildkit.registry.reference import parse
+from buildkit.registry.distribution.client import OCI_MANIFEST, RegistryClient
+from buildkit.registry.distribution.reference import parse
+from buildkit.registry.transfer.artifacts import SIF
 from tests.integration.registry_helpers import ckit, fake_sif, unique_repo
 
 

@@ -21,7 +21,7 @@ import docker
 import oras.client
 import pytest
 
-from buildkit.registry.artifacts import SIF
+from buildkit.registry.transfer.artifacts import SIF
 from tests.infra.registry import PASSWORD, USERNAME
 from tests.integration.registry_helpers import ckit, fake_sif, unique_repo
 from tests.integration.tokenserver import TokenRegistry, TokenServer

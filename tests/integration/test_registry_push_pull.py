@@ -8,9 +8,9 @@ import os
 from pathlib import Path
 
 from buildkit import __version__
-from buildkit.registry.artifacts import SIF, SQSH
-from buildkit.registry.client import RegistryClient
-from buildkit.registry.reference import parse
+from buildkit.registry.distribution.client import RegistryClient
+from buildkit.registry.distribution.reference import parse
+from buildkit.registry.transfer.artifacts import SIF, SQSH
 from tests.integration.registry_helpers import blob_file, ckit, fake_sif, fake_sqsh, unique_repo
 
 
@@ -93,7 +93,7 @@ def test_chunked_upload_sends_every_byte_once(registry, tmp_path: Path) -> None:
     ref = parse(f"{registry.host}/{unique_repo()}:chunked")
     client = RegistryClient.for_reference(ref)
     client.chunk_size = 1 << 20
-    from buildkit.registry.artifacts import pull_artifact, push_artifact
+    from buildkit.registry.transfer.artifacts import pull_artifact, push_artifact
 
     result = push_artifact(client, ref, sif, {})
     assert result.uploaded_bytes == sif.stat().st_size + 2
@@ -103,8 +103,8 @@ def test_chunked_upload_sends_every_byte_once(registry, tmp_path: Path) -> None:
 
 def test_broken_chunk_resumes_and_the_blob_is_intact(registry, tmp_path: Path) -> None:
     """The connection drops in the middle of the second chunk; the upload goes on from the registry's range."""
-    from buildkit.registry import chunked
-    from buildkit.registry.artifacts import pull_artifact, push_artifact
+    from buildkit.registry.distribution import chunked
+    from buildkit.registry.transfer.artifacts import pull_artifact, push_artifact
 
     sif = fake_sif(tmp_path / "resume.sif", payload_size=3 * 1024 * 1024)
     ref = parse(f"{registry.host}/{unique_repo()}:resume")
@@ -253,8 +253,8 @@ def test_upload_the_registry_forgot_restarts_from_zero(registry, tmp_path: Path)
     """The upload session is cancelled on the registry after the first chunk: ckit starts a new one cleanly."""
     import requests
 
-    from buildkit.registry import chunked
-    from buildkit.registry.artifacts import pull_artifact, push_artifact
+    from buildkit.registry.distribution import chunked
+    from buildkit.registry.transfer.artifacts import pull_artifact, push_artifact
 
     sif = fake_sif(tmp_path / "restart.sif", payload_size=2 * 1024 * 1024)
     ref = parse(f"{registry.host}/{unique_repo()}:restart")
@@ -331,7 +331,7 @@ def test_a_sif_pushed_by_older_singularity_is_pulled(registry, tmp_path: Path) -
     import io
 
     from buildkit.oci.digest import of_bytes
-    from buildkit.registry.artifacts import SIF_LAYER_PROTO, canonical_json
+    from buildkit.registry.transfer.artifacts import SIF_LAYER_PROTO, canonical_json
 
     sif = fake_sif(tmp_path / "old.sif")
     ref = parse(f"{registry.host}/{unique_repo()}:old")

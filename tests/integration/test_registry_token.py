@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from buildkit.errors import RegistryError
-from buildkit.registry.artifacts import pull_artifact, push_artifact
-from buildkit.registry.auth import Credentials
-from buildkit.registry.client import RegistryClient
-from buildkit.registry.reference import parse
+from buildkit.registry.distribution.auth import Credentials
+from buildkit.registry.distribution.client import RegistryClient
+from buildkit.registry.distribution.reference import parse
+from buildkit.registry.transfer.artifacts import pull_artifact, push_artifact
 from tests.infra.registry import PASSWORD, USERNAME, Registry
 from tests.integration.registry_helpers import ckit, fake_sif, unique_repo
 from tests.integration.tokenserver import SERVICE, TokenRegistry, TokenServer

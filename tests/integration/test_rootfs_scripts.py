@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from buildkit import process
-from buildkit.image import apptainer_rootfs as A
-from buildkit.image import enroot_rootfs as E
 from buildkit.image.model import ImageConfig
+from buildkit.image.rootfs import apptainer as A
+from buildkit.image.rootfs import enroot as E
 from tests.integration.rootfs_helpers import materialize
 
 pytestmark = pytest.mark.integration

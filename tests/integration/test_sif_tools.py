@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from buildkit import process
-from buildkit.image import sif as S
-from buildkit.image import sif_text as T
+from buildkit.image.sif import text as T
+from buildkit.image.sif import write as S
 
 pytestmark = pytest.mark.integration
 DATA = Path(__file__).parent.parent / "data" / "sif"

@@ -27,9 +27,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from buildkit.errors import ConvertError
-from buildkit.image.flatten import as_layer_tars, flatten
-from buildkit.image.squashfs import read_superblock
-from buildkit.image.squashfs_writer import BLOCK_SIZE, Ownership, write
+from buildkit.image.layers.flatten import as_layer_tars, flatten
+from buildkit.image.squashfs.superblock import read_superblock
+from buildkit.image.squashfs.writer import BLOCK_SIZE, Ownership, write
 
 CAPABILITY = "\x01\x00\x00\x02\x00\x20\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
 MTIME = 1_700_000_000

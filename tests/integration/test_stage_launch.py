@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from buildkit.image.sif import read_sif
-from buildkit.image.squashfs import check
+from buildkit.image.sif.read import read_sif
+from buildkit.image.squashfs.superblock import check
 from tests.integration.pyxis_helpers import importer, pyxis_env
 from tests.integration.registry_helpers import ckit, unique_repo
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.image import tarscan
+from buildkit.image.layers import tarscan
 from tests.integration.hostile_images import entry, oci_layout, tar_bytes
 from tests.integration.test_streamed_pull import PIECE, HostileServer, Registry, listing
 
@@ -54,9 +54,10 @@ def test_layers_indexed_while_they_arrive_merge_in_layer_order(registry, tmp_pat
     """Layer 1 arrives last, after the whiteouts and the opaque directory of layers 2 and 3 have been read: the
     merge still applies them in layer order, every layer from its streamed members (no spool's headers read
     again), and the image is byte for byte the one made by reading the complete spools."""
-    from buildkit.image import flatten, produce
+    from buildkit.image import reading
     from buildkit.image.convert import convert
-    from buildkit.image.headerscan import HeaderScan
+    from buildkit.image.layers import flatten
+    from buildkit.image.layers.headerscan import HeaderScan
     from buildkit.registry.source import reader
     from buildkit.storage.store import Store
 
@@ -65,7 +66,7 @@ def test_layers_indexed_while_they_arrive_merge_in_layer_order(registry, tmp_pat
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     ref = push(registry, tmp_path, [tar_bytes(LOWER), tar_bytes(MIDDLE), tar_bytes(UPPER)])
     arrived = {1: threading.Event(), 2: threading.Event()}
-    get, add_layer, scan = produce._Layers.get, flatten.Tree.add_layer, flatten.scan
+    get, add_layer, scan = reading.LayerReader.get, flatten.Tree.add_layer, flatten.scan
     streamed: list[bool] = []
     rescans: list[str] = []
 
@@ -82,7 +83,7 @@ def test_layers_indexed_while_they_arrive_merge_in_layer_order(registry, tmp_pat
         streamed.append(scanned is not None)
         return add_layer(self, layer, keep, scanned)
 
-    monkeypatch.setattr(produce._Layers, "get", late_first)
+    monkeypatch.setattr(reading.LayerReader, "get", late_first)
     monkeypatch.setattr(flatten.Tree, "add_layer", counted)
     monkeypatch.setattr(flatten, "scan", lambda f, start, end, what, **kw: rescans.append(what) or scan(f, start, end,
                                                                                                         what, **kw))
@@ -114,7 +115,7 @@ def test_a_tampered_layer_read_while_streaming_counts_for_nothing(tmp_path: Path
     no members are taken, nothing is published (exit 4 at the CLI: ``test_a_tampered_range_leaves_no_file_and_exits_4``)."""
     from buildkit.errors import IntegrityError
     from buildkit.image.convert import convert
-    from buildkit.image.headerscan import HeaderScan
+    from buildkit.image.layers.headerscan import HeaderScan
     from buildkit.registry.source import reader
     from buildkit.storage.store import Store
 

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from buildkit.image import produce
-from buildkit.image.precompress import Growing
+from buildkit.image import reading
+from buildkit.image.layers.growing import Growing
 from tests.integration.hostile_images import config_blob, entry, oci_layout, sha, tar_bytes
 from tests.integration.hostile_registry import HostileServer, Reply, Seen
 
@@ -108,14 +108,14 @@ def spy_precompressed(monkeypatch: pytest.MonkeyPatch, count: Callable[[Any], in
     """What the precompressors made, counted per conversion (``count`` of each layer's segment); each precompressor
     is let finish its layer, so the count does not race the writer."""
     made: list[int] = []
-    precompressed = produce._Layers.precompressed
+    precompressed = reading.LayerReader.precompressed
 
     def spied(self):  # type: ignore[no-untyped-def]
         result = precompressed(self)
         made.append(sum(count(segment) for _, segment in result.values()))
         return result
 
-    monkeypatch.setattr(produce._Layers, "precompressed", spied)
+    monkeypatch.setattr(reading.LayerReader, "precompressed", spied)
     monkeypatch.setattr(Growing, "stop", lambda self: None)
     return made
 
@@ -135,7 +135,7 @@ def test_a_large_layer_is_fetched_in_ranges_and_converted(tmp_path: Path) -> Non
 def test_a_fast_registry_is_read_as_two_ranged_streams(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """When the first piece comes faster than :data:`FAST` (0 here: always), the rest is one ranged answer."""
     from buildkit.image.convert import convert as convert_in_process
-    from buildkit.registry import blobstream
+    from buildkit.registry.distribution import blobstream
     from buildkit.registry.source import reader
     from buildkit.storage.store import Store
 
@@ -156,8 +156,8 @@ def test_downloads_through_one_client_share_its_places(tmp_path: Path, monkeypat
     places (two here), and both arrive whole: the bound belongs to the client, not to the process."""
     import threading
 
-    from buildkit.registry import blobstream
-    from buildkit.registry.client import RegistryClient
+    from buildkit.registry.distribution import blobstream
+    from buildkit.registry.distribution.client import RegistryClient
 
     monkeypatch.setattr(blobstream, "FAST", float("inf"))  # pieces, whatever the speed
     monkeypatch.setenv("CKIT_PULL_PIECE", str(PIECE))
@@ -276,7 +276,7 @@ def test_large_files_compressed_while_streaming_give_the_same_bytes(registry, tm
     made = spy_precompressed(monkeypatch, lambda segment: len(segment.files))
     with_pre = convert(f"docker://{ref}", "sqsh", store=Store(tmp_path / "a"), registry=reader())
     assert made == [5]  # big, text, zeros; text (again) and more: every file of a block or more
-    monkeypatch.setattr(produce._Layers, "precompressed", lambda self: [p.result() for p in self._pre.values()] and {})
+    monkeypatch.setattr(reading.LayerReader, "precompressed", lambda self: [p.result() for p in self._pre.values()] and {})
     alone = convert(f"docker://{ref}", "sqsh", store=Store(tmp_path / "b"), registry=reader())
     assert with_pre.path.read_bytes() == alone.path.read_bytes()
     assert (with_pre.compressed_bytes, with_pre.reused_bytes) == (alone.compressed_bytes, 0)
@@ -301,7 +301,7 @@ def test_the_largest_layer_starts_first_keeps_a_cpu_and_every_slot_comes_back(re
                     f"docker://{ref}"], check=True, capture_output=True)
     calls: list[tuple[int, bool]] = []
     shares = []
-    get = produce._Layers.get
+    get = reading.LayerReader.get
 
     def spied(self, number, share=None, critical=False, scan=False):  # type: ignore[no-untyped-def]
         if share is not None:
@@ -309,7 +309,7 @@ def test_the_largest_layer_starts_first_keeps_a_cpu_and_every_slot_comes_back(re
             shares.append(share)
         return get(self, number, share, critical, scan)
 
-    monkeypatch.setattr(produce._Layers, "get", spied)
+    monkeypatch.setattr(reading.LayerReader, "get", spied)
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     convert(f"docker://{ref}", "sqsh", store=Store(tmp_path / "store"), registry=reader())
     assert calls[0] == (1, True)  # the 700 kB layer, before layers 0 and 2
@@ -336,7 +336,7 @@ def test_small_files_packed_while_streaming_give_the_same_bytes(registry, tmp_pa
     groups = spy_precompressed(monkeypatch, lambda segment: len(segment.groups))
     with_pre = convert(f"docker://{ref}", "sqsh", store=Store(tmp_path / "a"), registry=reader())
     assert groups[0] >= 3  # the lower layer's groups (m7.py's among them) and the upper layer's one
-    monkeypatch.setattr(produce._Layers, "precompressed", lambda self: [p.result() for p in self._pre.values()] and {})
+    monkeypatch.setattr(reading.LayerReader, "precompressed", lambda self: [p.result() for p in self._pre.values()] and {})
     alone = convert(f"docker://{ref}", "sqsh", store=Store(tmp_path / "b"), registry=reader())
     assert with_pre.path.read_bytes() == alone.path.read_bytes()
     assert (with_pre.compressed_bytes, with_pre.reused_bytes) == (alone.compressed_bytes, 0)

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from buildkit import fsutil
-from buildkit.image import squashfs_blocks, squashfs_copy
 from buildkit.image.convert import convert
+from buildkit.image.squashfs import blocks as squashfs_blocks
+from buildkit.image.squashfs import copy as squashfs_copy
 from buildkit.storage.store import Store
 from tests.integration.test_convert_incremental import BASE, _archive, _top
 

@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from buildkit.errors import CkitError, ConvertError
-from buildkit.image import apptainer_rootfs as A
-from buildkit.image.apptainer_scripts import FIXED_SCRIPTS
-from buildkit.image.gotemplate import render
 from buildkit.image.model import ImageConfig, When
+from buildkit.image.rootfs import apptainer as A
+from buildkit.image.rootfs.apptainer_scripts import FIXED_SCRIPTS
+from buildkit.image.rootfs.gotemplate import render
 
 DEFFILE = "bootstrap: docker\nfrom: busybox:1.36\n\n"
 RUNSCRIPT_CASES = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from buildkit.registry.blobstream import _handed
+from buildkit.registry.distribution.blobstream import _handed
 
 
 def test_a_piece_holds_no_part_it_has_handed_on() -> None:

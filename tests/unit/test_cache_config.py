@@ -9,7 +9,7 @@ import pytest
 from buildkit.cache import config, netrc
 from buildkit.cache.uri import enroot_form, parse_uri
 from buildkit.errors import ConfigError
-from buildkit.registry.reference import Reference
+from buildkit.registry.distribution.reference import Reference
 
 DIGEST = "sha256:" + "ab" * 32
 

@@ -15,8 +15,8 @@ import pytest
 
 from buildkit.cache.stage import plan_stage, site_target
 from buildkit.errors import ConfigError, ConvertError
-from buildkit.image import charliecloud_rootfs as C
 from buildkit.image.model import ImageConfig, When
+from buildkit.image.rootfs import charliecloud as C
 from buildkit.launch import runtimes
 from buildkit.launch.plan import LaunchRequest, plan_launch
 from buildkit.launch.schedulers.slurm import render_sbatch

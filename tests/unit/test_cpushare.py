@@ -1,4 +1,4 @@
-"""CPU slots of the reading phase (buildkit.image.cpushare): the largest layer keeps a CPU while it streams, the
+"""CPU slots of the reading phase (buildkit.image.speed.cpushare): the largest layer keeps a CPU while it streams, the
 rest share the others first come, first served, and a slot is never taken out of turn."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from buildkit.image.cpushare import CpuShare
+from buildkit.image.speed.cpushare import CpuShare
 
 
 def started(target) -> threading.Thread:  # type: ignore[no-untyped-def]
@@ -23,20 +23,26 @@ def wait_until(check, what: str) -> None:  # type: ignore[no-untyped-def]
     raise AssertionError(f"never: {what}")
 
 
+def queued(share: CpuShare, count: int) -> None:
+    """Until ``count`` threads wait in line for a slot: each has asked and not been given one (the event the
+    assertions after it need; no sleep decides them)."""
+    wait_until(lambda: len(share._waiting) == count, f"{count} waiting")  # noqa: SLF001
+
+
 def test_two_cpus_leave_one_slot_until_the_largest_layer_is_in() -> None:
     share = CpuShare(2)
     share.acquire()
     got = threading.Event()
     second = started(lambda: (share.acquire(), got.set()))
-    time.sleep(0.05)
-    assert not got.is_set()  # the other CPU is the largest layer's
+    queued(share, 1)
+    assert not got.is_set()  # it waits in line: the other CPU is the largest layer's
     share.unreserve()
     assert got.wait(5)
     second.join(5)
     share.unreserve()  # once only: a second call frees nothing more
     third = threading.Event()
     started(lambda: (share.acquire(), third.set()))
-    time.sleep(0.05)
+    queued(share, 1)
     assert not third.is_set()
     share.release()
     assert third.wait(5)
@@ -63,7 +69,7 @@ def test_one_cpu_is_not_reserved() -> None:
     share.acquire()
     taken = threading.Event()
     started(lambda: (share.acquire(), taken.set()))
-    time.sleep(0.05)
+    queued(share, 1)
     assert not taken.is_set()
     share.release()
     assert taken.wait(5)

@@ -13,7 +13,7 @@ import pytest
 from buildkit.daemon import MAX_REPLY, EngineAPIError, connect
 from buildkit.engine.docker import DockerEngine
 from buildkit.errors import BuildError, ConfigError, ConvertError
-from buildkit.image.source import DaemonSource
+from buildkit.image.sources.docker_daemon import DaemonSource
 
 Reply = Callable[[str], bytes]  # request path -> the raw HTTP answer
 PING = (b"HTTP/1.1 200 OK\r\nApi-Version: 1.41\r\nLibpod-Api-Version: 4.3.1\r\nServer: Libpod/4.3.1 (linux)\r\n"

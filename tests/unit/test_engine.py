@@ -8,14 +8,9 @@ import pytest
 
 from buildkit.daemon import fallback_sockets, server_name
 from buildkit.engine.apptainer import base_registry, build_argv, failing_section, needs_fakeroot
-from buildkit.engine.base import (
-    BuildEvent,
-    BuildFailed,
-    context_digest,
-    engine_names,
-    get_engine,
-)
+from buildkit.engine.base import BuildEvent, BuildFailed, context_digest
 from buildkit.engine.docker import STEP_RE, follow_build_stream
+from buildkit.engine.select import engine_names, get_engine
 from buildkit.errors import ConfigError
 from buildkit.render.context import ContextFile
 

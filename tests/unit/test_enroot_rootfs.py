@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from buildkit.errors import ConvertError
-from buildkit.image import enroot_rootfs as E
 from buildkit.image.model import ImageConfig, RootfsEntry, When
+from buildkit.image.rootfs import enroot as E
 
 PROV = "docker://registry-1.docker.io#library/ubuntu:24.04"
 

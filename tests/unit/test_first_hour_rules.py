@@ -16,11 +16,11 @@ from buildkit.commands.app import app
 from buildkit.commands.flags import hoist_global_flags
 from buildkit.commands.progress_bars import count_text, time_text
 from buildkit.errors import CompatError, ConfigError
-from buildkit.image import enroot_rootfs as E
 from buildkit.image.convert import provenance
 from buildkit.image.model import ImageConfig
-from buildkit.image.source import parse_source
-from buildkit.image.squashfs import choose, parse_compression
+from buildkit.image.rootfs import enroot as E
+from buildkit.image.sources.named import parse_source
+from buildkit.image.squashfs.compression import choose, parse_compression
 from buildkit.recipe.catalog import Catalog
 from buildkit.recipe.model import Copy, Run
 from buildkit.registry.source import open_source

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from buildkit.errors import ConvertError
-from buildkit.image.tarscan import scan
+from buildkit.image.layers.tarscan import scan
 
 LONG = "deep/" * 30 + "file-with-a-long-name.txt"
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from buildkit.errors import ConvertError
-from buildkit.image.flatten import Tree
-from buildkit.image.headerscan import HeaderScan, members
-from buildkit.image.layerfile import LayerTar
-from buildkit.image.precompress import Growing
-from buildkit.image.squashfs_reuse import FOLDED_PAX, Columns
-from buildkit.image.tarscan import scan
+from buildkit.image.layers.columns import FOLDED_PAX, Columns
+from buildkit.image.layers.flatten import Tree
+from buildkit.image.layers.growing import Growing
+from buildkit.image.layers.headerscan import HeaderScan, members
+from buildkit.image.layers.layerfile import LayerTar
+from buildkit.image.layers.tarscan import scan
 
 
 def layer_tar() -> bytes:
@@ -166,15 +166,15 @@ def test_a_stream_that_fails_before_it_begins_leaves_no_scan_waiting(tmp_path: P
     """A download refused at its first request never says the stream ended: the end of the reading phase stops the
     scan, also when there is no precompressor (targets of two codecs)."""
     from buildkit.errors import RegistryError
-    from buildkit.image.produce import _Layers
-    from buildkit.image.source import LayerBlob
+    from buildkit.image.reading import LayerReader
+    from buildkit.image.sources.base import LayerBlob
 
     def refused():  # type: ignore[no-untyped-def]
         raise RegistryError("layer 1: 404 BLOB_UNKNOWN")
         yield b""
 
     blob = LayerBlob(tmp_path / "none", 0, 100, "layer 1", digest="sha256:" + "0" * 64, chunks=refused)
-    layers = _Layers([blob], tmp_path, lambda n: None, make=None)
+    layers = LayerReader([blob], tmp_path, lambda n: None, make=None)
     with pytest.raises(RegistryError), layers.preparing([0]) as ready:
         ready(0)
     (scan,) = layers._scans.values()  # noqa: SLF001

@@ -6,7 +6,8 @@ import ast
 from pathlib import Path
 
 import buildkit
-from buildkit.image import convert, inspect, squashfs, squashfs_reuse, squashfs_writer
+from buildkit.image import convert, inspect
+from buildkit.image.squashfs import codec, reuse, writer
 from buildkit.orchestration import build
 
 SOURCE = Path(buildkit.__file__).parent
@@ -24,7 +25,7 @@ def _docstrings(tree: ast.Module) -> set[int]:
 
 def test_label_keys_are_spelled_only_in_oci_labels() -> None:
     # apptainer's own labels (labels.json of a .sif) mirror apptainer byte for byte and stay with its rootfs files
-    allowed = {SOURCE / "oci" / "labels.py", SOURCE / "image" / "apptainer_rootfs.py"}
+    allowed = {SOURCE / "oci" / "labels.py", SOURCE / "image" / "rootfs" / "apptainer.py"}
     found = []
     for path, tree in _modules():
         docs = _docstrings(tree)
@@ -43,10 +44,10 @@ def test_results_speak_one_json_protocol() -> None:
 
 
 def test_squashfs_compressor_ids_are_one_map_and_its_inverse() -> None:
-    assert {name: number for number, name in squashfs.COMPRESSORS.items()} == squashfs.COMPRESSOR_IDS
-    assert squashfs_writer.COMPRESSOR_IDS is squashfs.COMPRESSOR_IDS is squashfs_reuse.COMPRESSOR_IDS
-    assert inspect.COMPRESSORS is squashfs.COMPRESSORS
-    assert squashfs.COMPRESSOR_IDS["zstd"] == 6 and squashfs.COMPRESSORS[1] == "gzip"  # squashfs_fs.h
+    assert {name: number for number, name in codec.COMPRESSORS.items()} == codec.COMPRESSOR_IDS
+    assert writer.COMPRESSOR_IDS is codec.COMPRESSOR_IDS is reuse.COMPRESSOR_IDS
+    assert inspect.COMPRESSORS is codec.COMPRESSORS
+    assert codec.COMPRESSOR_IDS["zstd"] == 6 and codec.COMPRESSORS[1] == "gzip"  # squashfs_fs.h
 
 
 def test_build_targets_are_the_image_and_the_conversion_targets() -> None:

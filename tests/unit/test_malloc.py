@@ -1,8 +1,8 @@
-"""The allocator call a conversion makes (buildkit.image.malloc): glibc's, here; harmless to repeat."""
+"""The allocator call a conversion makes (buildkit.image.speed.malloc): glibc's, here; harmless to repeat."""
 
 from __future__ import annotations
 
-from buildkit.image import malloc
+from buildkit.image.speed import malloc
 
 
 def test_glibc_is_found_and_trimming_is_harmless_to_repeat() -> None:

@@ -12,9 +12,11 @@ import pytest
 
 from buildkit.errors import ConfigError, IntegrityError
 from buildkit.image import SOURCE_FORMS
-from buildkit.image.oci_archive_source import OciArchiveSource
-from buildkit.image.registry_source import RegistrySource
-from buildkit.image.source import READERS, DockerArchiveSource, OciLayoutSource, parse_source
+from buildkit.image.sources.docker_archive import DockerArchiveSource
+from buildkit.image.sources.named import parse_source, readers
+from buildkit.image.sources.oci import OciLayoutSource
+from buildkit.image.sources.oci_archive import OciArchiveSource
+from buildkit.image.sources.registry import RegistrySource
 from buildkit.oci.archive import OciArchive, RangeFile
 from buildkit.oci.sources import FORMS, form_of, parse_spec
 from buildkit.registry.push_plan import PUSHED_FORMS
@@ -54,7 +56,7 @@ def test_bad_sources_are_bad_input_naming_the_forms() -> None:
 
 
 def test_every_form_has_a_reader_and_a_pusher_by_name() -> None:
-    assert set(READERS) == set(FORMS) - {"docker"}  # docker:// is read by the registry package's reader
+    assert set(readers()) == set(FORMS) - {"docker"}  # docker:// is read by the registry package's reader
     assert isinstance(open_source("docker://localhost:5000/app:1"), RegistrySource)
     with pytest.raises(ConfigError, match="this command reads no registry"):
         parse_source("docker://localhost:5000/app:1")  # the image layer has no registry client of its own

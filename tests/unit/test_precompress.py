@@ -10,10 +10,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from buildkit.image.headerscan import HeaderScan
-from buildkit.image.precompress import Growing, Precompressor
-from buildkit.image.squashfs_blocks import BLOCK_SIZE, Run, crc32
-from buildkit.image.squashfs_writer import compressor
+from buildkit.image.layers.growing import Growing
+from buildkit.image.layers.headerscan import HeaderScan
+from buildkit.image.squashfs.blocks import BLOCK_SIZE, Run, crc32
+from buildkit.image.squashfs.codec import compressor
+from buildkit.image.squashfs.precompress import Precompressor
 
 
 def layer_tar() -> bytes:
@@ -88,8 +89,8 @@ def test_small_files_are_packed_into_the_writers_fragment_groups(tmp_path: Path)
     block the writer's Fragment job makes of it; large files in between do not break a group."""
     from array import array
 
-    from buildkit.image.squashfs_blocks import Fragment
-    from buildkit.image.squashfs_data import fragment_groups
+    from buildkit.image.squashfs.blocks import Fragment
+    from buildkit.image.squashfs.data import fragment_groups
 
     out = io.BytesIO()
     sizes = [30_000, 50_000, 60_000, 3 * BLOCK_SIZE, 100_000, 20_000, 0, 120_000, 7]

@@ -10,13 +10,20 @@ import pytest
 from buildkit import __version__
 from buildkit.errors import ConfigError, IntegrityError, RegistryError
 from buildkit.oci.digest import VerifyingReader
-from buildkit.registry import annotations as notes
-from buildkit.registry.artifacts import SIF, SQSH, build_manifest, detect_kind, kind_of_manifest, output_name
-from buildkit.registry.client import ManifestHead
+from buildkit.registry.distribution.client import ManifestHead
+from buildkit.registry.distribution.reference import parse
+from buildkit.registry.distribution.streams import LimitedReader
 from buildkit.registry.lock import lock_data, render
-from buildkit.registry.reference import parse
 from buildkit.registry.stage import copy_verified, expand_dir, stage_dir
-from buildkit.registry.streams import LimitedReader
+from buildkit.registry.transfer import annotations as notes
+from buildkit.registry.transfer.artifacts import (
+    SIF,
+    SQSH,
+    build_manifest,
+    detect_kind,
+    kind_of_manifest,
+    output_name,
+)
 from buildkit.site.compat import SIF_LAYER_PROTO, SIF_LAYER_V1
 
 DATA = b"ckit blob " * 1000
@@ -52,7 +59,7 @@ def test_limited_reader_reports_progress_and_stops_at_size() -> None:
 
 
 def test_limited_reader_serves_large_blocks_to_small_requests() -> None:
-    from buildkit.registry.streams import READ_SIZE
+    from buildkit.registry.distribution.streams import READ_SIZE
 
     payload = bytes(range(256)) * (3 * READ_SIZE // 256 + 7)
     reader = LimitedReader(io.BytesIO(payload), len(payload))
@@ -127,9 +134,9 @@ def test_annotations_honour_source_date_epoch_and_options(tmp_path: Path, monkey
 
 def test_annotations_come_from_the_labels_inside_a_sif(tmp_path: Path, monkeypatch) -> None:
     """The SIF's oci-config.json as the converter writes it (the bare config object, ``{"Labels": …}``)."""
-    from buildkit.image.apptainer_rootfs import oci_config_json
     from buildkit.image.model import ImageConfig
-    from buildkit.image.sif import write_apptainer_sif
+    from buildkit.image.rootfs.apptainer import oci_config_json
+    from buildkit.image.sif.write import write_apptainer_sif
 
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     squashfs = tmp_path / "fs.sqsh"

@@ -11,8 +11,8 @@ import requests
 import urllib3
 
 from buildkit.errors import ConfigError, RegistryError
-from buildkit.registry import auth
-from buildkit.registry.tokens import Authenticator, parse_challenge, scope_for
+from buildkit.registry.distribution import auth
+from buildkit.registry.distribution.tokens import Authenticator, parse_challenge, scope_for
 
 
 @pytest.fixture

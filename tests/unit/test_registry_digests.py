@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from buildkit.errors import IntegrityError
-from buildkit.registry import known_digests
-from buildkit.registry.streams import HashingFile
+from buildkit.registry.distribution.streams import HashingFile
+from buildkit.registry.transfer import known_digests
 
 DATA = bytes(range(256)) * 4096  # 1 MiB
 

@@ -13,17 +13,17 @@ from pathlib import Path
 import pytest
 
 from buildkit.errors import CompatError, ConfigError, IntegrityError
-from buildkit.registry import known_digests
-from buildkit.registry.artifacts import SIF, SIF_LAYER_PROTO, SQSH, kind_of_manifest
-from buildkit.registry.compress import HEADER, METHOD, gzip_stream
-from buildkit.registry.images import (
+from buildkit.registry.transfer import known_digests
+from buildkit.registry.transfer.artifacts import SIF, SIF_LAYER_PROTO, SQSH, kind_of_manifest
+from buildkit.registry.transfer.compress import HEADER, METHOD, gzip_stream
+from buildkit.registry.transfer.images import (
     DOCKER_LAYER_GZIP,
     ImageInput,
     check_format,
     compression_of,
     image_manifest,
 )
-from buildkit.registry.layers import Blob, LayerSource
+from buildkit.registry.transfer.layers import Blob, LayerSource
 from buildkit.site.compat import SIF_LAYER_V1
 
 
@@ -129,7 +129,7 @@ def test_artifact_kinds_as_apptainer_decides_them() -> None:
 
 
 def test_a_compressed_archive_member_is_checked_against_its_diff_id(tmp_path: Path) -> None:
-    from buildkit.registry.layers import Uploader
+    from buildkit.registry.transfer.layers import Uploader
 
     tar = b"plain tar bytes" * 1000
     gz = gzip.compress(tar[:7000]) + gzip.compress(tar[7000:])  # two members, as some tools write

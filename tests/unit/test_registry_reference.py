@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from buildkit.errors import ConfigError
-from buildkit.registry.reference import Reference, is_loopback, parse, parse_registry
+from buildkit.registry.distribution.reference import Reference, is_loopback, parse, parse_registry
 
 DIGEST = "sha256:" + "ab" * 32
 

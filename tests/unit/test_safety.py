@@ -16,7 +16,7 @@ import requests
 from buildkit.config import jsondoc, limits
 from buildkit.errors import ConfigError, IntegrityError
 from buildkit.fsutil import atomic_write, check_output, clean_stale, read_capped
-from buildkit.registry.transport import _retry_after
+from buildkit.registry.distribution.transport import _retry_after
 from buildkit.reproducible import source_date_epoch
 
 README = Path(__file__).resolve().parents[2] / "README.md"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from buildkit.errors import ConvertError
-from buildkit.image import sif as S
+from buildkit.image.sif import write as S
 
 DATA = Path(__file__).parent.parent / "data" / "sif"
 SYLABS = DATA / "sylabs"

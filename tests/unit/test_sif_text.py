@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.image import sif as S
-from buildkit.image import sif_text as T
+from buildkit.image.sif import text as T
+from buildkit.image.sif import write as S
 
 SYLABS = Path(__file__).parent.parent / "data" / "sif" / "sylabs"
 EXPECTED = SYLABS / "siftool-expected"

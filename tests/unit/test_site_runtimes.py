@@ -11,7 +11,7 @@ import pytest
 
 from buildkit.cli import main
 from buildkit.errors import ConfigError
-from buildkit.image.squashfs import choose_for
+from buildkit.image.squashfs.compression import choose_for
 from buildkit.launch.plan import LaunchRequest, plan_launch
 from buildkit.launch.schedulers.slurm import render_sbatch
 from buildkit.site import load_site

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from buildkit.errors import ConfigError, ConvertError
-from buildkit.image.squashfs import check, choose, parse_compression
+from buildkit.image.squashfs.compression import choose, parse_compression
+from buildkit.image.squashfs.superblock import check
 
 
 @pytest.mark.parametrize("text, label", [

@@ -8,11 +8,12 @@ import json
 import pytest
 import zstandard
 
-from buildkit.image import squashfs_record as RB
-from buildkit.image import squashfs_reuse as R
-from buildkit.image.squashfs_blocks import BLOCK_SIZE, UNCOMPRESSED_BLOCK
-from buildkit.image.squashfs_copy import Segment
-from buildkit.image.tarscan import Member
+from buildkit.image.layers import columns as C
+from buildkit.image.layers.tarscan import Member
+from buildkit.image.squashfs import record as RB
+from buildkit.image.squashfs import reuse as R
+from buildkit.image.squashfs.blocks import BLOCK_SIZE, UNCOMPRESSED_BLOCK
+from buildkit.image.squashfs.copy import Segment
 
 MEMBERS = [
     Member("usr", b"5", 0o755, 0, 0, 1.5, 0, "", 512, 512),
@@ -30,7 +31,7 @@ def record(**changes: object) -> R.Record:
 
 
 def test_members_and_record_round_trip() -> None:
-    sha, members = R.decode_members(R.encode_members(MEMBERS))
+    sha, members = C.decode_members(C.encode_members(MEMBERS))
     assert members == MEMBERS
     decoded, members_sha = R.decode(R.encode(record(), sha))
     assert members_sha == sha and decoded.segment == SEGMENT and decoded.stat == (1, 2, 3)
@@ -43,10 +44,10 @@ def test_members_of_the_wrong_shape_are_refused(column: str, value: object) -> N
     one = base64.b64encode(bytes(8)).decode()
     body = {"name": ["a"], "type": "0", "mode": one, "uid": one, "gid": one, "mtime": one, "size": one,
             "link": [""], "offset": one, "pax": {}}
-    R.decode_members(R._framed_members(body))  # sound
+    C.decode_members(C._framed_members(body))  # sound
     body[column] = value
     with pytest.raises(R.BadRecord):
-        R.decode_members(R._framed_members(body))
+        C.decode_members(C._framed_members(body))
 
 
 def test_a_record_whose_body_does_not_match_its_digest_is_refused() -> None:

@@ -15,7 +15,7 @@ from ...errors import ConfigError
 from ..backend import Registry
 
 if TYPE_CHECKING:
-    from ..plan import LaunchPlan
+    from ..model import LaunchPlan
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class FrameworkBackend(abc.ABC):
 
     def refusals(self, plan: LaunchPlan) -> list[str]:
         """One message per launcher option the user gave that this framework and launcher do not read."""
-        from ..plan import FLAGS, given
+        from ..model import FLAGS, given
 
         out = []
         for option in LAUNCHER_OPTIONS:

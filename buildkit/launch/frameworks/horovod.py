@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ...errors import ConfigError
 from .. import steps
-from ..plan import LaunchPlan
+from ..model import LaunchPlan
 from ..shell import q
 from . import FrameworkBackend, Glue, host_list
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from ...outside import ascii_int
 from .. import steps
-from ..plan import LaunchPlan
+from ..model import LaunchPlan
 from . import JOB_PORT, NODE_LIST, RUN_DIR, FrameworkBackend, Glue, heredoc
 
 DEVICE_LOOP = r"""# One process per device on this node, each in its own folder (seed 003's run_distribute_train.sh):

@@ -12,7 +12,7 @@ from typing import Any
 
 from ...errors import ConfigError
 from .. import steps
-from ..plan import LaunchPlan
+from ..model import LaunchPlan
 from . import FrameworkBackend, Glue
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import steps
-from ..plan import LaunchPlan
+from ..model import LaunchPlan
 from . import FrameworkBackend, Glue
 
 

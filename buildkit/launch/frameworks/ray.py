@@ -13,7 +13,7 @@ gives up (and the job fails) when the head does not answer within a minute or no
 from __future__ import annotations
 
 from .. import steps
-from ..plan import LaunchPlan
+from ..model import LaunchPlan
 from ..shell import q
 from . import HOST_IP, NODE_LIST, RUN_DIR, FrameworkBackend, Glue, heredoc
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import steps
-from ..plan import LaunchPlan
+from ..model import LaunchPlan
 from . import JOB_PORT, NODE_LIST, FrameworkBackend, Glue
 
 PER_TASK = ('export TF_CONFIG="{\\"cluster\\": {\\"worker\\": ${CKIT_TF_WORKERS}}, '

@@ -17,7 +17,7 @@ from ..shell import expand_quote, q
 
 if TYPE_CHECKING:
     from ...site.model import Site
-    from ..plan import Image, ImageFacts, LaunchPlan, LaunchRequest
+    from ..model import Image, ImageFacts, LaunchPlan, LaunchRequest
 
 SUBMIT_DIR = '"${SLURM_SUBMIT_DIR}"'
 SUBMIT_MOUNT = '"${SLURM_SUBMIT_DIR}:${SLURM_SUBMIT_DIR}"'  # mounted at its own path, as singularity does

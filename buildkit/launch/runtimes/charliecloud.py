@@ -28,7 +28,7 @@ from ..shell import expand_quote, q, qv
 from . import SUBMIT_MOUNT, RuntimeBackend, workdir_word
 
 if TYPE_CHECKING:
-    from ..plan import LaunchPlan
+    from ..model import LaunchPlan
 
 SETUP = (
     "# ch-run refuses to start without USER, and --home needs HOME; a bare submit environment may lack both",

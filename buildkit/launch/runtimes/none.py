@@ -9,7 +9,7 @@ from . import RuntimeBackend
 
 if TYPE_CHECKING:
     from ...site.model import Site
-    from ..plan import Image, ImageFacts, LaunchPlan, LaunchRequest
+    from ..model import Image, ImageFacts, LaunchPlan, LaunchRequest
 
 
 class NoRuntime(RuntimeBackend):

@@ -9,7 +9,7 @@ from ..shell import q, qv
 from . import RuntimeBackend, mount_words, workdir_word
 
 if TYPE_CHECKING:
-    from ..plan import LaunchPlan
+    from ..model import LaunchPlan
 
 
 class Podman(RuntimeBackend):

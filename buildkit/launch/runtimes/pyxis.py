@@ -20,7 +20,7 @@ from ..shell import escape_dq, expand_quote, q
 from . import SUBMIT_MOUNT, RuntimeBackend, workdir_word
 
 if TYPE_CHECKING:
-    from ..plan import LaunchPlan
+    from ..model import LaunchPlan
 
 _KEY_OF_FILE = "stat -L -c '%n %s %Y %i' \"${CKIT_IMAGE}\" | sha256sum | cut -c 1-12"
 _KEY_OF_REF = "printf '%s' \"${CKIT_IMAGE}\" | sha256sum | cut -c 1-12"

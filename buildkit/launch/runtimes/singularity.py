@@ -25,7 +25,7 @@ from ..shell import q, qv
 from . import RuntimeBackend, mount_words
 
 if TYPE_CHECKING:
-    from ..plan import LaunchPlan
+    from ..model import LaunchPlan
 
 
 WORKDIR_CHECK = ('cd "$1" 2>/dev/null || { echo "ckit: --workdir $1 is not a folder in the container (bind it '

@@ -19,7 +19,7 @@ from ..jobcontrol import JobControl
 
 if TYPE_CHECKING:
     from ...site.model import Site
-    from ..plan import Image, LaunchPlan
+    from ..model import Image, LaunchPlan
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ class SchedulerBackend(JobControl, abc.ABC):
 
     def refusals(self, plan: LaunchPlan) -> list[str]:
         """One message per option the user gave that this scheduler cannot honour."""
-        from ..plan import FLAGS, given
+        from ..model import FLAGS, given
 
         return [f"{FLAGS[name]}: {plan.site.name} ({self.name}) cannot honour it; {why}"
                 for name, why in self.cannot.items() if given(plan.request, name)]

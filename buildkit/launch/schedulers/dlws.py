@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ...errors import ConfigError
 from .. import steps, words
 from ..frameworks.mindspore import DEVICE_LOOP
-from ..plan import Image, LaunchPlan
+from ..model import Image, LaunchPlan
 from ..shell import q
 from . import Execution, LaunchResult, SchedulerBackend
 

@@ -6,12 +6,12 @@ import os
 import re
 from pathlib import Path
 
-from ...errors import ConfigError
-from ...process import which
-from .. import jobrecord, runtimes, steps
+from ...errors import ConfigError, LaunchError
+from ...process import interactive, which
+from .. import jobrecord, runtimes, slurmctl, steps
 from ..frameworks import glue_for
 from ..jobcontrol import ShellCommand
-from ..plan import LaunchPlan
+from ..model import LaunchPlan
 from ..shell import expand_quote, q, q_value
 from ..slurmjobs import SlurmJobControl
 from . import Execution, LaunchResult, SchedulerBackend
@@ -182,15 +182,6 @@ def log_folders(plan: LaunchPlan, cwd: Path) -> list[Path]:
             for pattern in (plan.request.output, plan.request.error) if pattern and "/" in pattern]
 
 
-def log_path(pattern: str, job_id: str, name: str, cwd: Path) -> Path | None:
-    """The job's log file of sbatch's ``--output`` pattern (%j, %x, %u, %%); None for per-node patterns."""
-    if re.search(r"%(?![jxu%])", pattern):
-        return None
-    user = os.environ.get("USER", "")
-    text = re.sub(r"%([jxu%])", lambda m: {"j": job_id, "x": name, "u": user, "%": "%"}[m.group(1)], pattern)
-    return cwd / text
-
-
 class Slurm(SlurmJobControl, SchedulerBackend):
     name = "slurm"
     summary = "an sbatch script, written and submitted"
@@ -224,8 +215,6 @@ class Slurm(SlurmJobControl, SchedulerBackend):
         if violation:  # refused before anything is written
             raise violation
         if plan.request.fetch and submitting:
-            from ..fetch import fetch
-
             fetch(plan, how.cwd)
         elif plan.request.fetch:
             result.warnings += ("--fetch ran nothing: the job is only written (no sbatch here, or --no-submit); "
@@ -237,7 +226,7 @@ class Slurm(SlurmJobControl, SchedulerBackend):
             folder.mkdir(parents=True, exist_ok=True)
         if not submitting:
             return result
-        done = submit(path, wait=False, cwd=how.cwd)
+        done = submit(path, cwd=how.cwd)
         result.job_id = done.job_id
         note = jobrecord.keep(jobrecord.new(done.job_id, plan.site.name, self.name, plan.name, how.cwd,
                                             plan.request.output or f"{plan.name}-%j.out", plan.request.error,
@@ -245,7 +234,7 @@ class Slurm(SlurmJobControl, SchedulerBackend):
         result.warnings += (note,) if note else ()
         if how.wait:
             result.exit_code = self.waited_exit_code(done.job_id, how.records)
-            log = log_path(plan.request.output or f"{plan.name}-%j.out", done.job_id, plan.name, how.cwd)
+            log = slurmctl.log_path(plan.request.output or f"{plan.name}-%j.out", done.job_id, plan.name, how.cwd)
             result.output = str(log) if log else None
             from .. import frameworks
 
@@ -256,7 +245,7 @@ class Slurm(SlurmJobControl, SchedulerBackend):
 
     def interactive(self, plan: LaunchPlan, how: Execution) -> LaunchResult:
         """``salloc`` with the job's resources; a terminal on its first node with the job's environment."""
-        from ...process import interactive, require
+        from ...process import require
 
         if how.wait or how.submit is not None or how.script is not None:
             raise ConfigError("--interactive opens the allocation itself: it takes no --submit, --no-submit, "
@@ -267,13 +256,34 @@ class Slurm(SlurmJobControl, SchedulerBackend):
         if how.dry_run:
             return result
         if plan.request.fetch:
-            from ..fetch import fetch
-
             fetch(plan, how.cwd)
         require("salloc", purpose="open an interactive allocation", package="slurm-client")
         result.exit_code = interactive(argv, cwd=how.cwd)
         return result
 
 
-BACKENDS = (Slurm(),)
+# --fetch LINE: what the compute nodes cannot download (no internet on tara's and twnia2's) is fetched on this
+# machine before the job is written (seed 004: "download on the frontend first"), by the runtime's own words as
+# a task runs them, so the code that reads the data in the job is the code that downloads it here.
+def render_fetch(plan: LaunchPlan, line: str) -> str:
+    """bash text that runs ``line`` here as a task of the job would run its command (no scheduler)."""
+    env = exported_env(plan)
+    names = tuple(name for name, _ in env)
+    step = " ".join(steps.program(plan, names, ["sh", "-c", q(line)]))
+    # the runtimes bind and start in the submit folder, which outside a job is this one
+    body = ["set -euo pipefail", "exec 1>&2  # the output is the fetch's report, not ckit's (--json)",
+            'export SLURM_SUBMIT_DIR="$PWD"', *prologue(plan, env, (), pre=False), step]
+    text = "\n".join(body)
+    return "\n".join(fallbacks(text)) + text + "\n"
 
+
+def fetch(plan: LaunchPlan, cwd: Path) -> None:
+    """Run every ``--fetch`` line in ``cwd``; the first that fails stops the launch."""
+    for line in plan.request.fetch:
+        code = interactive(["bash", "-c", render_fetch(plan, line)], cwd=cwd)
+        if code:
+            raise LaunchError(f"--fetch {line!r} failed with exit code {code}; nothing was written or submitted",
+                              hint="run it by hand to see why (ckit launch … --dry-run prints the job)")
+
+
+BACKENDS = (Slurm(),)
