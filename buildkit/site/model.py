@@ -47,6 +47,8 @@ class Runtime:
     flags: tuple[str, ...] = ()
     version: str | None = None  # the oldest version a job may run (3.4.2, 3.11, 3.x); None: not stated
     enroot: str | None = None  # pyxis: the enroot version it drives
+    importer: str | None = None  # pyxis: its importer= (ckit, other); None: enroot import
+    squashfuse: bool = False  # pyxis: use_squashfuse=1
 
     @property
     def label(self) -> str:
