@@ -46,6 +46,8 @@ BLOCK_LOG = 17
 NO_TABLE = 0xFFFFFFFFFFFFFFFF
 FLAG_EXPORTABLE = 0x0080
 FLAG_NO_XATTRS = 0x0200
+FLAG_COMPRESSOR_OPTIONS = 0x0400
+LZ4_LEGACY = 1
 MAX_JOBS = 32  # threads by default: a big login node's cores are shared, and memory grows with each
 
 
@@ -62,7 +64,21 @@ def compressor(algo: str, level: int) -> Callable[[], Compress]:
         filters = [{"id": lzma.FILTER_LZMA2, "preset": level, "dict_size": BLOCK_SIZE}]
         return lambda: (lambda data: lzma.compress(data, format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC32,
                                                    filters=filters))
-    raise ConvertError(f"ckit does not write {algo} squashfs", hint="use zstd, gzip or xz")
+    if algo == "lz4":  # squashfs's lz4 is the raw block format (no frame, no size prefix); level > 1: LZ4 HC
+        import lz4.block
+
+        mode = {"mode": "high_compression", "compression": level} if level > 1 else {"mode": "default"}
+        return lambda: (lambda data: lz4.block.compress(data, store_size=False, **mode))
+    raise ConvertError(f"ckit does not write {algo} squashfs", hint="use zstd, lz4, gzip or xz")
+
+
+def compressor_options(algo: str, level: int) -> bytes:
+    """The compressor options metadata block after the superblock (flag COMPRESSOR_OPTIONS), or nothing. Only lz4
+    needs one: the kernel refuses an lz4 squashfs without it (version 1, the legacy format it decodes; flag 1:
+    written with LZ4 HC)."""
+    if algo != "lz4":
+        return b""
+    return struct.pack("<HII", 8 | 0x8000, LZ4_LEGACY, 1 if level > 1 else 0)  # one uncompressed metadata block
 
 
 def decompressor(algo: str) -> Callable[[bytes, int], bytes]:
@@ -75,6 +91,10 @@ def decompressor(algo: str) -> Callable[[bytes, int], bytes]:
         return lambda data, n: zlib.decompressobj().decompress(data, n)
     if algo == "xz":
         return lambda data, n: lzma.LZMADecompressor(format=lzma.FORMAT_XZ).decompress(data, n)
+    if algo == "lz4":
+        import lz4.block
+
+        return lambda data, n: lz4.block.decompress(data, uncompressed_size=n)
     raise ConvertError(f"ckit does not read {algo} squashfs blocks")
 
 
@@ -87,6 +107,10 @@ def codec_version(algo: str, level: int) -> str:
         import zstandard
 
         name = f"zstd {'.'.join(map(str, zstandard.ZSTD_VERSION))}"
+    elif algo == "lz4":
+        import lz4
+
+        name = f"lz4 {lz4.library_version_string()}"
     else:
         name = f"zlib {zlib.ZLIB_RUNTIME_VERSION}" if algo == "gzip" else "xz"
     sample = b"".join(b"%d ckit test block %d\n" % (n, n * n % 977) for n in range(4000))[:BLOCK_SIZE]
@@ -116,20 +140,21 @@ def write(tree: Tree, path: Path, algo: str, level: int, *, own: Ownership | Non
     try:
         if os.fstat(fd).st_size:  # only then: on ext4, truncating makes close() flush the whole new file
             os.ftruncate(fd, 0)
-        out = Output(fd, 96, write_behind)  # the superblock is written last, at 0
+        options = compressor_options(algo, level)
+        out = Output(fd, 96 + len(options), write_behind)  # the superblock is written last, at 0
         blocks = BlockWriter(out, make, jobs or min(os.cpu_count() or 1, MAX_JOBS))
         data = DataWriter(tree, blocks, progress, earlier=earlier, open_layer=open_layer)
         try:
             placements = data.write_all()
             tables = Tables(tree, own or Ownership(), placements, make())  # while placed copies still run
             bytes_used, superblock = _tables(out, blocks.pos, tables, data.fragment_entries, make(),
-                                             algo=algo, mkfs_time=mkfs_time)
+                                             algo=algo, mkfs_time=mkfs_time, options=bool(options))
             blocks.finish()
         finally:
             blocks.close()  # waits for the workers
             data.close()
         out.write(bytes(-bytes_used % 4096))
-        out.write_at(0, superblock)
+        out.write_at(0, superblock + options)
     finally:
         os.close(fd)
     return Stats(tables.count, sum(p.size for p in placements.values()), bytes_used, data.segments,
@@ -137,7 +162,7 @@ def write(tree: Tree, path: Path, algo: str, level: int, *, own: Ownership | Non
 
 
 def _tables(out: Output, pos: int, tables: Tables, fragments: list[tuple[int, int]], compress: Compress, *,
-            algo: str, mkfs_time: int) -> tuple[int, bytes]:
+            algo: str, mkfs_time: int, options: bool = False) -> tuple[int, bytes]:
     """Write the metadata tables at ``pos``; returns (bytes used, the superblock)."""
     root = tables.write()
     if tables.xattrs.dropped:
@@ -153,7 +178,7 @@ def _tables(out: Output, pos: int, tables: Tables, fragments: list[tuple[int, in
         struct.pack("<QII", start, word, 0) for start, word in fragments), compress)
     export_table, pos = lookup_table(out, pos, tables.export(), compress)
     id_table, pos = lookup_table(out, pos, struct.pack(f"<{len(tables.ids.index)}I", *tables.ids.index), compress)
-    xattr_table, flags = NO_TABLE, FLAG_EXPORTABLE
+    xattr_table, flags = NO_TABLE, FLAG_EXPORTABLE | (FLAG_COMPRESSOR_OPTIONS if options else 0)
     if tables.xattrs.ids:
         xattr_table, pos = tables.xattrs.write_tables(out, pos, compress)
     else:

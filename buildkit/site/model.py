@@ -138,6 +138,11 @@ class Site:
         """Whether the nodes' kernel can mount a squashfs with ``compression``."""
         return not self.squashfs_compressions or compression in self.squashfs_compressions
 
+    def reads_through_squashfuse(self) -> bool:
+        """Whether the site's Pyxis starts jobs straight from a .sqsh (squashfuse), so that a .sqsh for it is read
+        block by block for the job's whole life rather than unpacked once (see squashfs.SQUASHFUSE)."""
+        return any(r.kind == "pyxis" and r.squashfuse for r in self.runtimes)
+
     def sif_runtimes(self) -> tuple[Runtime, ...]:
         return tuple(r for r in self.runtimes if compat.runs_sif(r.kind))
 
