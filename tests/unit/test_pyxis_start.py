@@ -99,3 +99,26 @@ def test_dry_run_says_how_the_job_starts(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["--sites", str(sites), "launch", "--site", "fast", "--image", "nvcr.io/x/y:1", "--dry-run",
                  "--", "python", "x.py"]) == 0
     assert "# Pyxis start: straight from the .sqsh the site's importer (ckit) serves" in capsys.readouterr().out
+
+
+def test_a_squashfuse_site_gets_lz4_from_stage_convert_and_the_importer(tmp_path: Path) -> None:
+    """squashfuse reads the file for the job's whole life: lz4:1 (squashfs.SQUASHFUSE); unpacked sites keep zstd:-3."""
+    from buildkit.cache import config
+    from buildkit.image.squashfs import choose_for
+
+    sites = _sites(tmp_path)
+    assert choose_for(None, load_site("fast", [sites]), "sqsh").label == "lz4:1"
+    assert choose_for(None, load_site("oci"), "sqsh").label == "zstd:-3"
+    assert choose_for("zstd", load_site("fast", [sites]), "sqsh").label == "zstd:-3"  # asked for
+    conf = tmp_path / "importer.yaml"
+    conf.write_text(f"cache: {tmp_path / 'cache'}\nsite: fast\n")
+    assert config.load({config.CONFIG_ENV: str(conf)}, (sites,)).squashfuse
+
+
+def test_no_stage_advice_where_the_sites_importer_converts_once(tmp_path: Path) -> None:
+    def warnings(runtime: str) -> tuple[str, ...]:
+        site = load_site("fast", [_sites(tmp_path, runtime)])
+        return plan_launch(site, LaunchRequest(command=("x",), image="nvcr.io/x/y:1")).warnings
+
+    assert not any("every node imports" in w for w in warnings(FAST))
+    assert any("every node imports" in w for w in warnings("{kind: pyxis, version: 0.24.0}"))
