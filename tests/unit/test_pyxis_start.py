@@ -13,28 +13,17 @@ from buildkit.launch.plan import LaunchRequest, plan_launch
 from buildkit.launch.schedulers.slurm import render_sbatch
 from buildkit.site import load_site
 from buildkit.site.compat import pyxis_lacks, pyxis_starts_from_importer
+from tests.unit.test_site_runtimes import _site as site_folder
 
-SITE = """name: fast
-description: a Pyxis site
-scheduler: slurm
-partitions:
-  p1: {gpus_per_node: 0}
-default_partition: p1
-runtimes: [RUNTIME]
-compute_internet: true
-"""
 FAST = "{kind: pyxis, version: 0.24.0, enroot: 4.1.2, importer: ckit, squashfuse: true}"
 
 
 def _sites(tmp_path: Path, runtime: str = FAST) -> Path:
-    folder = tmp_path / "sites"
-    folder.mkdir(exist_ok=True)
-    (folder / "fast.yaml").write_text(SITE.replace("RUNTIME", runtime))
-    return folder
+    return site_folder(tmp_path, runtime)  # the profile "mine"
 
 
 def _script(tmp_path: Path, runtime: str = FAST, **kw: object) -> str:
-    site = load_site("fast", [_sites(tmp_path, runtime)])
+    site = load_site("mine", [_sites(tmp_path, runtime)])
     return render_sbatch(plan_launch(site, LaunchRequest(**{"command": ("python", "x.py"), **kw})))
 
 
@@ -84,7 +73,7 @@ def test_the_builtin_oci_profile_unpacks_once_per_job() -> None:
 ])
 def test_a_profile_claiming_what_its_pyxis_lacks_is_refused(tmp_path: Path, runtime: str, message: str) -> None:
     with pytest.raises(ConfigError) as err:
-        load_site("fast", [_sites(tmp_path, runtime)])
+        load_site("mine", [_sites(tmp_path, runtime)])
     assert err.value.exit_code == 2 and message in str(err.value)
 
 
@@ -96,7 +85,7 @@ def test_versions() -> None:
 
 def test_dry_run_says_how_the_job_starts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     sites = _sites(tmp_path)
-    assert main(["--sites", str(sites), "launch", "--site", "fast", "--image", "nvcr.io/x/y:1", "--dry-run",
+    assert main(["--sites", str(sites), "launch", "--site", "mine", "--image", "nvcr.io/x/y:1", "--dry-run",
                  "--", "python", "x.py"]) == 0
     assert "# Pyxis start: straight from the .sqsh the site's importer (ckit) serves" in capsys.readouterr().out
 
@@ -107,17 +96,17 @@ def test_a_squashfuse_site_gets_lz4_from_stage_convert_and_the_importer(tmp_path
     from buildkit.image.squashfs import choose_for
 
     sites = _sites(tmp_path)
-    assert choose_for(None, load_site("fast", [sites]), "sqsh").label == "lz4:1"
+    assert choose_for(None, load_site("mine", [sites]), "sqsh").label == "lz4:1"
     assert choose_for(None, load_site("oci"), "sqsh").label == "zstd:-3"
-    assert choose_for("zstd", load_site("fast", [sites]), "sqsh").label == "zstd:-3"  # asked for
+    assert choose_for("zstd", load_site("mine", [sites]), "sqsh").label == "zstd:-3"  # asked for
     conf = tmp_path / "importer.yaml"
-    conf.write_text(f"cache: {tmp_path / 'cache'}\nsite: fast\n")
+    conf.write_text(f"cache: {tmp_path / 'cache'}\nsite: mine\n")
     assert config.load({config.CONFIG_ENV: str(conf)}, (sites,)).squashfuse
 
 
 def test_no_stage_advice_where_the_sites_importer_converts_once(tmp_path: Path) -> None:
     def warnings(runtime: str) -> tuple[str, ...]:
-        site = load_site("fast", [_sites(tmp_path, runtime)])
+        site = load_site("mine", [_sites(tmp_path, runtime)])
         return plan_launch(site, LaunchRequest(command=("x",), image="nvcr.io/x/y:1")).warnings
 
     assert not any("every node imports" in w for w in warnings(FAST))
