@@ -3,8 +3,9 @@
 ```yaml
 cache: /shared/ckit/images      # the cluster cache folder (CKIT_CLUSTER_CACHE overrides it)
 site: oci                       # optional: a site profile; its shared_image_dir is the cache when `cache` is unset,
-                                # and its squashfs_compressions limit the choice of compression
-compression: zstd:-3            # optional (default: ckit's .sqsh default the site can mount)
+                                # and its squashfs_compressions limit the choice of compression (lz4:1 when
+                                # its Pyxis runtime says squashfuse: true)
+compression: zstd:-3            # optional (default: ckit's .sqsh default the site can mount; lz4:1 for squashfuse)
 max_size: 500G                  # optional: evict least recently used images beyond this (K/M/G/T, powers of 1024)
 allow_http: [registry.local:5000]   # optional: registries reached over plain http (like ENROOT_ALLOW_HTTP=y)
 lock_stale_seconds: 120         # optional: a converter without progress this long is taken over
@@ -37,6 +38,7 @@ class ImporterConfig:
     cache: Path
     compression: str | None = None
     allowed_compressions: tuple[str, ...] = ()
+    squashfuse: bool = False  # the site's Pyxis reads the file through squashfuse (site: with squashfuse: true)
     max_size: int | None = None
     allow_http: tuple[str, ...] = ()
     lock_stale_seconds: float | None = None
@@ -81,12 +83,13 @@ def load(env: Mapping[str, str] | None = None, sites_dirs: tuple[Path, ...] = ()
     data = _read_file(path) if path.is_file() else {}
     origin = f"{path}: cache"
     allowed: tuple[str, ...] = ()
+    squashfuse = False
     cache = data.get("cache")
     if data.get("site"):
         from ..site.load import load_site
 
         site = load_site(data["site"], sites_dirs)
-        allowed = site.squashfs_compressions
+        allowed, squashfuse = site.squashfs_compressions, site.reads_through_squashfuse()
         if not cache and site.shared_image_dir:
             cache, origin = site.shared_image_dir, f"site {site.name}: shared_image_dir"
     if env.get(CACHE_ENV):
@@ -99,7 +102,7 @@ def load(env: Mapping[str, str] | None = None, sites_dirs: tuple[Path, ...] = ()
         raise ConfigError(f"cluster image cache {cache!r} ({origin}) is not an absolute path",
                           hint="name an absolute folder on a file system every node mounts")
     return ImporterConfig(
-        cache=Path(expanded), compression=data.get("compression"), allowed_compressions=allowed,
+        cache=Path(expanded), compression=data.get("compression"), allowed_compressions=allowed, squashfuse=squashfuse,
         max_size=parse_size(data["max_size"], f"{path}: max_size") if "max_size" in data else None,
         allow_http=tuple(str(h) for h in data.get("allow_http") or ()),
         lock_stale_seconds=float(data["lock_stale_seconds"]) if "lock_stale_seconds" in data else None,

@@ -74,7 +74,8 @@ def get(uri_text: str, env: Mapping[str, str]) -> tuple[Served, str | None]:
         from ..registry.distribution.auth import resolve
 
         credentials = resolve(uri.ref.registry)  # docker's config (and CKIT_REGISTRY_*), like `ckit pull`
-    compression = choose(cfg.compression, cfg.allowed_compressions, target="sqsh", site_name=cfg.origin)
+    compression = choose(cfg.compression, cfg.allowed_compressions, target="sqsh", site_name=cfg.origin,
+                         squashfuse=cfg.squashfuse)
     insecure = _flag(env.get("ENROOT_ALLOW_HTTP")) or uri.ref.registry in cfg.allow_http
     holder = holder_id(env)
     # a user who may not write the cache converts into their own store instead (and reads the cache still)

@@ -72,7 +72,9 @@ def enforce(plan: LaunchPlan) -> tuple[str, ...]:
 
     backend = runtimes.REGISTRY.get(plan.runtime.kind, "--runtime")
     warnings = []
-    if plan.image is not None and plan.image.is_registry and backend.refs and backend.artifact:  # imports per node
+    # imports per node, unless the site's Pyxis has an importer (ckit's converts once for the cluster)
+    if plan.image is not None and plan.image.is_registry and backend.refs and backend.artifact \
+            and not plan.runtime.importer:
         warnings.append(f"every node imports {plan.image.value} from its registry; `ckit stage` it once to "
                         f"{plan.site.shared_image_dir or 'a shared folder'} and pass the path instead")
     if plan.request.keep_container and plan.image is not None and plan.image.is_registry \

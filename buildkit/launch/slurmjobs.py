@@ -93,3 +93,8 @@ class SlurmJobControl(JobControl):
     def cancel(self, job_id: str) -> CancelResult:
         slurmctl.cancel(job_id)
         return CancelResult(job_id, True, slurmctl.job_fields(job_id).get("JobState"))
+
+
+def wait_for(job_id: str, poll: float = 1.0) -> int:
+    """Block until the job is over; its exit code (128 + N when a signal N ended it)."""
+    return SlurmJobControl().waited_exit_code(job_id, poll=poll)

@@ -63,3 +63,25 @@ def label(kind: str, version: str | None) -> str:
     if not version:
         return f"{kind} (version not given: any)"
     return f"{kind} {version}" if version.endswith(".x") or version.count(".") == 2 else f"{kind} >= {version}"
+
+
+# Pyxis, read in NVIDIA/pyxis v0.20.0 … v0.24.0 (config.c, pyxis_slurmstepd.c): importer= came with 0.21 and
+# use_squashfuse=1 with 0.22, which starts an unnamed step without --container-save straight from a squashfs
+# path; from what an importer printed only from 0.24 (0.22 and 0.23 still `enroot create` it).
+PYXIS_OPTION_FROM: dict[str, Version] = {"importer": (0, 21, 0), "squashfuse": (0, 22, 0)}
+_PLUGSTACK_WORD = {"importer": "importer=", "squashfuse": "use_squashfuse=1"}
+_PYXIS_IMPORTER_DIRECT_FROM: Version = (0, 24, 0)
+
+
+def pyxis_lacks(option: str, version: str | None) -> str | None:
+    """Why a Pyxis of ``version`` (the oldest on the site) has no plugstack ``option``; None when it has it."""
+    needed = PYXIS_OPTION_FROM[option]
+    if version and parse_version(version) >= needed:
+        return None
+    shown = f"Pyxis {version}" if version else "a Pyxis of no stated version"
+    return f"{shown} has no {_PLUGSTACK_WORD[option]} (it came with Pyxis {'.'.join(map(str, needed[:2]))})"
+
+
+def pyxis_starts_from_importer(version: str | None) -> bool:
+    """Whether use_squashfuse=1 also starts an unnamed step straight from the file an importer printed."""
+    return bool(version) and parse_version(version or "0") >= _PYXIS_IMPORTER_DIRECT_FROM

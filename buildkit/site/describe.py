@@ -49,6 +49,11 @@ def _runtime_lines(site: Site) -> list[str]:
                              runtime.version or "not given (ckit writes for any)"))
         if runtime.enroot:
             out.append(_line(site, f"runtimes.{index}.enroot", "enroot version", runtime.enroot))
+        if runtime.importer:
+            out.append(_line(site, f"runtimes.{index}.importer", "pyxis importer", runtime.importer))
+        if runtime.squashfuse:
+            out.append(_line(site, f"runtimes.{index}.squashfuse", "pyxis use_squashfuse",
+                             "1: jobs start straight from the .sqsh, which ckit writes lz4:1 for squashfuse to read"))
     if site.sif_runtimes():
         out.append(f"    a .sif for the site: squashfs {', '.join(site.compressions('sif'))}; ORAS layer "
                    f"{site.sif_layer_type()}")

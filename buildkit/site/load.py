@@ -81,6 +81,13 @@ def _check_runtimes(doc: yamlfile.Document) -> None:
         if "enroot" in runtime and kind != "pyxis":
             raise doc.error(("runtimes", index, "enroot"), f"enroot is the version pyxis drives, not {kind}'s",
                             hint="drop enroot: here, or give the runtime's own version as version:")
+        for key in ("importer", "squashfuse"):
+            if key in runtime and kind != "pyxis":
+                raise doc.error(("runtimes", index, key), f"{key} is a Pyxis option, not {kind}'s",
+                                hint=f"drop {key}: here")
+            if runtime.get(key) and (why := compat.pyxis_lacks(key, version)):
+                raise doc.error(("runtimes", index, key), why,
+                                hint="give the Pyxis version the nodes run as version: (e.g. version: 0.24.0)")
         if version and compat.runs_sif(kind) and compat.parse_version(version) < compat.OLDEST_SIF_RUNTIME[kind]:
             oldest = ".".join(map(str, compat.OLDEST_SIF_RUNTIME[kind][:2]))
             other = " (Apptainer 1.x is kind: apptainer)" if kind == "singularity" else ""
@@ -115,7 +122,8 @@ def _build(data: dict[str, Any], path: Path) -> Site:
         retired_partitions=tuple(data.get("retired_partitions", {}).items()),
         default_partition=data.get("default_partition"),
         runtimes=tuple(Runtime(kind=r["kind"], module=r.get("module"), command=r.get("command"),
-                               flags=tuple(r.get("flags", ())), version=r.get("version"), enroot=r.get("enroot"))
+                               flags=tuple(r.get("flags", ())), version=r.get("version"), enroot=r.get("enroot"),
+                               importer=r.get("importer"), squashfuse=r.get("squashfuse", False))
                        for r in data["runtimes"]),
         mpi_plugin=data.get("mpi_plugin"),
         network_interface=data.get("network_interface"),

@@ -76,6 +76,8 @@ class Runtime:
     flags: tuple[str, ...] = ()
     version: str | None = None  # the oldest version a job may run (3.4.2, 3.11, 3.x); None: not stated
     enroot: str | None = None  # pyxis: the enroot version it drives
+    importer: str | None = None  # pyxis: its importer= (ckit, other); None: enroot import
+    squashfuse: bool = False  # pyxis: use_squashfuse=1
 
     @property
     def label(self) -> str:
@@ -165,6 +167,11 @@ class Site:
     def can_mount(self, compression: str) -> bool:
         """Whether the nodes' kernel can mount a squashfs with ``compression``."""
         return not self.squashfs_compressions or compression in self.squashfs_compressions
+
+    def reads_through_squashfuse(self) -> bool:
+        """Whether the site's Pyxis starts jobs straight from a .sqsh (squashfuse), so that a .sqsh for it is read
+        block by block for the job's whole life rather than unpacked once (see squashfs.SQUASHFUSE)."""
+        return any(r.kind == "pyxis" and r.squashfuse for r in self.runtimes)
 
     def sif_runtimes(self) -> tuple[Runtime, ...]:
         return tuple(r for r in self.runtimes if compat.runs_sif(r.kind))

@@ -54,6 +54,15 @@ RUNTIME = _obj("One container runtime (or none) available on the compute nodes."
                     "written so that this version and newer run and pull it (squashfs compression, ORAS layer "
                     "type). Without it ckit assumes the oldest of the kind.", pattern=VERSION_PATTERN),
     "enroot": _str("pyxis only: the enroot version on the nodes (pyxis runs enroot).", pattern=VERSION_PATTERN),
+    "importer": {"enum": ["ckit", "other"],
+                 "description": "pyxis only: plugstack.conf names an importer= (Pyxis 0.21 and newer) that makes "
+                                "the .sqsh of a registry image instead of enroot import: ckit (ckit-pyxis-importer, "
+                                "one conversion per image for the cluster) or another program."},
+    "squashfuse": {"type": "boolean",
+                   "description": "pyxis only: plugstack.conf sets use_squashfuse=1 (Pyxis 0.22 and newer; for an "
+                                  "importer's file 0.24): a step without a container name starts straight from the "
+                                  "squashfs (squashfuse and an overlay), nothing unpacked. ckit's jobs then run "
+                                  "unnamed unless --keep-container."},
 }, ("kind",))
 
 POLICY = _obj("Rules checked before a job is written or submitted.", {

@@ -19,6 +19,7 @@ from tests.integration.pyxis_jobs import (
     importer_wrapper,
     nodes_registry,
     pyxis_cluster,
+    site_profile,
     work_image,
 )
 
@@ -38,10 +39,28 @@ def importing(slurm: Any, debian_image: str, folder: Path, *, squashfuse: bool) 
     cache = folder / "cache"
     cache.mkdir()
     with nodes_registry() as registry:
-        wrapper = importer_wrapper(folder, cache, registry)
+        sites, _ = site_profile(folder, importer=True, squashfuse=squashfuse)
+        wrapper = importer_wrapper(folder, cache, registry, sites)
         with pyxis_cluster(slurm, folder, importer=wrapper, squashfuse=squashfuse) as cluster, \
                 work_image(debian_image, registry, folder / "work") as work:
             yield Importing(cluster, work, registry, cache, folder)
+
+
+def calls(setup: Importing, job_id: str) -> list[str]:
+    """Pyxis's calls of the importer for the job: ``get NODE`` and ``release NODE``, in order."""
+    log = setup.folder / "importer-calls.log"
+    words = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
+    return [f"{call} {node}" for call, step, node in words if step.split(".")[0] == job_id]
+
+
+def artifacts(setup: Importing) -> list[Path]:
+    """The images the importer converted into the cache (every user's tree)."""
+    return sorted(setup.cache.glob("u*/artifacts/*.sqsh"))
+
+
+def holds(setup: Importing) -> list[Path]:
+    """The steps that hold an image in the cache (every user's tree)."""
+    return sorted(setup.cache.glob("u*/holds/*/*"))
 
 
 def enroot_layers(cluster: Cluster) -> set[Path]:
@@ -55,7 +74,8 @@ def served_from_cache(setup: Importing, ref: str) -> None:
     """The importer serves ``ref`` without converting it (a job's `get` did), asked the way Pyxis asks."""
     home = setup.folder / "home-get"
     home.mkdir(exist_ok=True)
-    env = pyxis_env(home, setup.cache, extra={"CKIT_IMPORTER_CONFIG": str(setup.folder / "importer.yaml")})
+    env = pyxis_env(home, setup.cache, extra={"CKIT_IMPORTER_CONFIG": str(setup.folder / "importer.yaml"),
+                                              "CKIT_SITES_PATH": setup.cluster.env["CKIT_SITES_PATH"]})
     served = importer("get", "docker://" + ref.replace("/", "#", 1), env=env)
     assert served.returncode == 0, served.stderr
     assert Path(served.stdout.strip()).is_file() and "converting" not in served.stderr, served.stderr

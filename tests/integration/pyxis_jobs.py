@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from buildkit.launch.submit import wait_for
+from buildkit.launch.slurmjobs import wait_for
 from tests.infra import pyxis
 from tests.infra.daemon import run_dir
 from tests.infra.registry import Registry
@@ -51,14 +51,17 @@ COPY report bin/report
 """
 
 
-def site_profile(folder: Path) -> tuple[Path, Path]:
-    """A sites folder holding ``ocilocal`` (sites/oci.yaml on this machine's partitions), and the home stand-in."""
+def site_profile(folder: Path, *, importer: bool = False, squashfuse: bool = False) -> tuple[Path, Path]:
+    """A sites folder holding ``ocilocal`` (sites/oci.yaml on this machine's partitions, its Pyxis runtime the one
+    that runs here, with the plugstack options the module configures), and the home stand-in."""
     profile = yaml.safe_load((SITES / "oci.yaml").read_text())
     home = folder / "home"
     (home / "root").mkdir(parents=True, exist_ok=True)
     profile.update(name=SITE, default_partition="multi", mounts=[f"{home}/$USER:/mnt/home/$USER"],
                    shared_image_dir=str(folder / "shared" / "$USER"),
                    partitions={"multi": {"gpus_per_node": 0, "cpus_per_node": 2, "nodes": "n[1-2]"}})
+    profile["runtimes"][0].update(version="0.24.0", enroot="4.1.2", squashfuse=squashfuse,
+                                  **({"importer": "ckit"} if importer else {}))
     profile["facts"].pop("partitions")
     sites = folder / "sites"
     sites.mkdir(exist_ok=True)
@@ -107,6 +110,16 @@ class Cluster:
         """The enroot containers on the nodes of partition multi."""
         return {node: pyxis.containers(self.run, node) for node in NODES}
 
+    def pyxis_log(self, job_id: str) -> list[str]:
+        """What Pyxis logged for the job's steps on the nodes (slurmd's log: ``pyxis: …`` after ``[JOB.STEP]``)."""
+        return [line.split("] ", 1)[1] for node in NODES
+                for line in (self.run / "slurm" / "log" / f"slurmd-{node}.log").read_text(errors="replace").splitlines()
+                if f"] [{job_id}." in line and "] pyxis: " in line]
+
+    def unpacked(self, job_id: str) -> int:
+        """How many times Pyxis unpacked an image for the job (``enroot create`` of a container filesystem)."""
+        return sum("pyxis: creating container filesystem" in line for line in self.pyxis_log(job_id))
+
     def remove_containers(self) -> None:
         """What a test left (kept containers, a failed job's): removed as their user would, node by node."""
         for node, names in self.containers().items():
@@ -121,7 +134,7 @@ class Cluster:
 def pyxis_cluster(slurm: Any, folder: Path, *, importer: Path | None = None,
                   squashfuse: bool = False) -> Iterator[Cluster]:
     """Pyxis configured as asked for everything submitted in the block (one module at a time)."""
-    sites, home = site_profile(folder)
+    sites, home = site_profile(folder, importer=importer is not None, squashfuse=squashfuse)
     run = Path(slurm.env["SLURM_CONF"]).parent.parent
     env = {**slurm.env, "CKIT_SITES_PATH": str(sites), "USER": "root"}
     with pyxis.configured(run / "slurm", PYXIS_RUNTIME, importer=importer, squashfuse=squashfuse):
@@ -132,14 +145,19 @@ def pyxis_cluster(slurm: Any, folder: Path, *, importer: Path | None = None,
             cluster.remove_containers()
 
 
-def importer_wrapper(folder: Path, cache: Path, registry: str) -> Path:
+def importer_wrapper(folder: Path, cache: Path, registry: str, sites: Path | None = None) -> Path:
     """What an admin names as Pyxis's ``importer=``: ckit's importer with its config file (the cache folder,
     plain http for the test registry). Pyxis runs it with the job's environment, which may hold nothing of ours
-    (``sbatch --export=NONE``): the config comes from the wrapper, as from /etc/ckit/importer.yaml on a site."""
+    (``sbatch --export=NONE``): the config comes from the wrapper, as from /etc/ckit/importer.yaml on a site.
+    With ``sites``, the config also names the site (``site: ocilocal``, found there) for its compressions."""
     config = folder / "importer.yaml"
-    config.write_text(yaml.safe_dump({"cache": str(cache), "allow_http": [registry]}))
+    config.write_text(yaml.safe_dump({"cache": str(cache), "allow_http": [registry], **({"site": SITE} if sites else {})}))
+    path = f"CKIT_SITES_PATH={sites} " if sites else ""
     wrapper = folder / "ckit-pyxis-importer"
-    wrapper.write_text(f"#!/bin/sh\nCKIT_IMPORTER_CONFIG={config} exec {IMPORTER} \"$@\"\n")
+    # every call is written down first (the test counts Pyxis's gets and releases): CALL JOB.STEP NODE
+    calls = folder / "importer-calls.log"
+    wrapper.write_text(f"#!/bin/sh\necho \"$1 $SLURM_JOB_ID.$SLURM_STEP_ID $(hostname)\" >> {calls}\n"
+                       f"{path}CKIT_IMPORTER_CONFIG={config} exec {IMPORTER} \"$@\"\n")
     wrapper.chmod(0o755)
     return wrapper
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from buildkit.cli import main
-from buildkit.launch.slurmjobs import SlurmJobControl
+from buildkit.launch.slurmjobs import wait_for
 from buildkit.launch.words import literal
 from buildkit.process import run
 from tests.integration import hostile_images as H
@@ -107,7 +107,7 @@ def _job(folder: Path, image: Path, data: Path, *extra: str, user: str | None = 
         else:
             submit = ["env", "-u", "USER", "-u", "HOME", "sbatch", "--parsable", "cc.sbatch"]
         job = run(submit, timeout=60).stdout.strip().split(";")[0]
-    assert SlurmJobControl().waited_exit_code(job, poll=0.5) == 0, (folder / f"cc-{job}.out").read_text()
+    assert wait_for(job, poll=0.5) == 0, (folder / f"cc-{job}.out").read_text()
     return job, (folder / f"cc-{job}.out").read_text()
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from buildkit.cli import main
-from buildkit.launch.submit import wait_for
+from buildkit.launch.slurmjobs import wait_for
 from buildkit.process import run
 from tests.integration.torch_image import JOBS
 

@@ -1,9 +1,10 @@
-"""The jobs of test_pyxis_jobs with Pyxis configured ``use_squashfuse=1`` (Pyxis ≥ 0.22): a .sqsh by absolute and by
-relative path, and a registry reference ckit pushed.
+"""The jobs of test_pyxis_jobs with Pyxis configured ``use_squashfuse=1`` (Pyxis ≥ 0.22) and a site profile that
+says so (``squashfuse: true``): a .sqsh by absolute and by relative path, and a registry reference ckit pushed.
 
 Pyxis starts a container straight from the squashfs (squashfuse + overlay, no ``enroot create``) only when it is
-unnamed; ckit's jobs name theirs (``ckit-$SLURM_JOB_ID``: the steps of a job share one), so Pyxis unpacks it as
-without squashfuse. The jobs run the same, and the named container is there until ckit removes it.
+unnamed: ckit's jobs for a .sqsh then name none, and no node unpacks anything (Pyxis's own log says so). A
+registry reference without an importer is still imported and unpacked by enroot (a named container per job), and
+so is a kept container (``--keep-container``).
 """
 
 from __future__ import annotations
@@ -41,7 +42,12 @@ def test_pyxis_starts_an_unnamed_container_from_the_squashfs(cluster: jobs.Clust
 
 
 def test_a_sqsh_by_absolute_path(cluster: jobs.Cluster, work: jobs.WorkImage, tmp_path: Path) -> None:
-    jobs.ran_clean(cluster, work, tmp_path, "--image", str(work.sqsh))
+    """Both nodes start the job's step straight from the file: nothing unpacked, no container to remove."""
+    job = jobs.ran_clean(cluster, work, tmp_path, "--image", str(work.sqsh))
+    assert "--container-name" not in job.script and "ckit_remove_container" not in job.script
+    log = cluster.pyxis_log(job.job_id)
+    assert sum(f"pyxis: starting container from squashfs: {work.sqsh}" in line for line in log) == 2, log
+    assert cluster.unpacked(job.job_id) == 0, log
 
 
 def test_a_sqsh_by_relative_path(cluster: jobs.Cluster, work: jobs.WorkImage, tmp_path: Path) -> None:
@@ -50,14 +56,18 @@ def test_a_sqsh_by_relative_path(cluster: jobs.Cluster, work: jobs.WorkImage, tm
 
 
 def test_a_registry_reference_ckit_pushed(cluster: jobs.Cluster, work: jobs.WorkImage, tmp_path: Path) -> None:
-    jobs.ran_clean(cluster, work, tmp_path, "--image", work.ref, export_none=True)
+    """Without an importer Pyxis imports and unpacks a reference whatever use_squashfuse says: the job names its
+    container, and its script says why."""
+    job = jobs.ran_clean(cluster, work, tmp_path, "--image", work.ref, export_none=True)
+    assert "no importer: in the site's profile" in job.script and cluster.unpacked(job.job_id) == 2
 
 
-def test_a_named_container_is_unpacked_even_so(cluster: jobs.Cluster, work: jobs.WorkImage, tmp_path: Path) -> None:
+def test_a_kept_container_is_unpacked_even_so(cluster: jobs.Cluster, work: jobs.WorkImage, tmp_path: Path) -> None:
     """What squashfuse does not change for ckit's jobs: a kept (named) container is a real one on each node."""
     try:
         job = jobs.launch(cluster, tmp_path, "-N", "2", "--image", str(work.sqsh), "--keep-container", "--", "report")
         assert job.rc == 0, job.text
         assert [len(names) for names in cluster.containers().values()] == [1, 1]
+        assert cluster.unpacked(job.job_id) == 2
     finally:
         cluster.remove_containers()

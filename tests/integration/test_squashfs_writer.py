@@ -207,7 +207,8 @@ def test_superblock_and_bytes_are_reproducible(layer: Path, image: Path, tmp_pat
     assert again.read_bytes() == image.read_bytes()  # thread count and timing never change the bytes
 
 
-@pytest.mark.parametrize("algo, level", [("gzip", 1), ("gzip", 9), ("xz", 0), ("zstd", 19), ("zstd", -3), ("zstd", -7)])
+@pytest.mark.parametrize("algo, level", [("gzip", 1), ("gzip", 9), ("xz", 0), ("zstd", 19), ("zstd", -3), ("zstd", -7),
+                                         ("lz4", 1), ("lz4", 9)])
 def test_every_codec_mounts(algo: str, level: int, layer: Path, tmp_path: Path) -> None:
     out = tmp_path / f"{algo}.sqsh"
     write(flatten(as_layer_tars([layer]), mtime=MTIME), out, algo, level)

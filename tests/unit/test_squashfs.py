@@ -14,7 +14,7 @@ from buildkit.image.squashfs.superblock import check
 
 @pytest.mark.parametrize("text, label", [
     ("zstd", "zstd:1"), ("zstd:19", "zstd:19"), ("gzip", "gzip:1"), ("GZIP:9", "gzip:9"), ("xz", "xz:0"),
-    (" xz:6 ", "xz:6"), ("zstd:-3", "zstd:-3"), ("zstd:-7", "zstd:-7"),
+    (" xz:6 ", "xz:6"), ("zstd:-3", "zstd:-3"), ("zstd:-7", "zstd:-7"), ("lz4", "lz4:1"), ("lz4:9", "lz4:9"),
 ])
 def test_parse(text: str, label: str) -> None:
     assert parse_compression(text).label == label
@@ -24,7 +24,7 @@ def test_parse(text: str, label: str) -> None:
     ("brotli", "unknown algorithm 'brotli'"), ("gzip:0", "level must be 1..9"), ("zstd:x", "level must be -7..-1 or 1..22"),
     ("zstd:-8", "level must be -7..-1 or 1..22"), ("zstd:0", "level must be -7..-1 or 1..22"),
     ("zstd:--1", "level must be"), ("gzip:-1", "level must be 1..9"),
-    ("lz4", "ckit does not write lz4"), ("lzo:5", "ckit does not write lzo"),
+    ("lz4:0", "level must be 1..12"), ("lzo:5", "ckit does not write lzo"),
 ])
 def test_parse_errors(text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -40,6 +40,9 @@ def test_default_is_fast_never_gzip_9() -> None:
     assert choose(None, ("gzip", "xz", "lzo"), site_name="twnia2").label == "gzip:1"
     assert choose(None, ("gzip", "xz", "lzo"), target="sqsh", site_name="twnia2").label == "gzip:1"
     assert choose(None, ("lz4", "xz")).label == "xz:0"
+    assert choose(None, target="sqsh", squashfuse=True).label == "lz4:1"  # read through squashfuse: see SQUASHFUSE
+    assert choose(None, ("gzip",), target="sqsh", squashfuse=True).label == "gzip:1"
+    assert choose(None, target="sif", squashfuse=True).label == "gzip:1"
     assert choose("gzip:9", ("gzip",)).label == "gzip:9"  # only when asked for
 
 
@@ -51,8 +54,8 @@ def test_site_refuses_what_it_cannot_mount() -> None:
 
 def test_a_site_that_mounts_only_what_ckit_does_not_write_gets_a_clear_error() -> None:
     with pytest.raises(ConfigError, match="site old: none of its squashfs compressions") as err:
-        choose(None, ("lz4", "lzo"), site_name="old")
-    assert "does not write lz4, lzo or lzma" in err.value.hint
+        choose(None, ("lzma", "lzo"), site_name="old")
+    assert "does not write lzo or lzma" in err.value.hint
 
 
 def superblock(comp_id: int = 6, bytes_used: int = 4096, major: int = 4) -> bytes:

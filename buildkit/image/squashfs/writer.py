@@ -28,7 +28,7 @@ from typing import Any
 from ..layers.flatten import Tree
 from ..layers.layerfile import LayerTar
 from .blocks import BLOCK_SIZE, BlockWriter, Compress, Output
-from .codec import COMPRESSOR_IDS, compressor
+from .codec import COMPRESSOR_IDS, compressor, compressor_options
 from .compression import Compression
 from .copy import Earlier, Segment
 from .data import PROGRESS_STEP, DataWriter, Placement
@@ -44,6 +44,7 @@ BLOCK_LOG = 17
 NO_TABLE = 0xFFFFFFFFFFFFFFFF
 FLAG_EXPORTABLE = 0x0080
 FLAG_NO_XATTRS = 0x0200
+FLAG_COMPRESSOR_OPTIONS = 0x0400
 MAX_JOBS = 32  # threads by default: a big login node's cores are shared, and memory grows with each
 
 
@@ -70,20 +71,21 @@ def write(tree: Tree, path: Path, algo: str, level: int, *, own: Ownership | Non
     try:
         if os.fstat(fd).st_size:  # only then: on ext4, truncating makes close() flush the whole new file
             os.ftruncate(fd, 0)
-        out = Output(fd, 96, write_behind)  # the superblock is written last, at 0
+        options = compressor_options(algo, level)
+        out = Output(fd, 96 + len(options), write_behind)  # the superblock is written last, at 0
         blocks = BlockWriter(out, make, jobs or min(os.cpu_count() or 1, MAX_JOBS))
         data = DataWriter(tree, blocks, progress, earlier=earlier, open_layer=open_layer)
         try:
             placements = data.write_all()
             tables = Tables(tree, own or Ownership(), placements, make())  # while placed copies still run
             bytes_used, superblock = _tables(out, blocks.pos, tables, data.fragment_entries, make(),
-                                             algo=algo, mkfs_time=mkfs_time)
+                                             algo=algo, mkfs_time=mkfs_time, options=bool(options))
             blocks.finish()
         finally:
             blocks.close()  # waits for the workers
             data.close()
         out.write(bytes(-bytes_used % 4096))
-        out.write_at(0, superblock)
+        out.write_at(0, superblock + options)
     finally:
         os.close(fd)
     return Stats(tables.count, sum(p.size for p in placements.values()), bytes_used, data.segments,
@@ -101,7 +103,7 @@ def build(out: Path, compression: Compression, tree: Tree, own: Ownership, *, mk
 
 
 def _tables(out: Output, pos: int, tables: Tables, fragments: list[tuple[int, int]], compress: Compress, *,
-            algo: str, mkfs_time: int) -> tuple[int, bytes]:
+            algo: str, mkfs_time: int, options: bool = False) -> tuple[int, bytes]:
     """Write the metadata tables at ``pos``; returns (bytes used, the superblock)."""
     root = tables.write()
     if tables.xattrs.dropped:
@@ -117,7 +119,7 @@ def _tables(out: Output, pos: int, tables: Tables, fragments: list[tuple[int, in
         struct.pack("<QII", start, word, 0) for start, word in fragments), compress)
     export_table, pos = lookup_table(out, pos, tables.export(), compress)
     id_table, pos = lookup_table(out, pos, struct.pack(f"<{len(tables.ids.index)}I", *tables.ids.index), compress)
-    xattr_table, flags = NO_TABLE, FLAG_EXPORTABLE
+    xattr_table, flags = NO_TABLE, FLAG_EXPORTABLE | (FLAG_COMPRESSOR_OPTIONS if options else 0)
     if tables.xattrs.ids:
         xattr_table, pos = tables.xattrs.write_tables(out, pos, compress)
     else:
