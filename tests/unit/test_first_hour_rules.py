@@ -24,9 +24,10 @@ from buildkit.image.squashfs.compression import choose, parse_compression
 from buildkit.recipe.catalog import Catalog
 from buildkit.recipe.model import Copy, Run
 from buildkit.registry.source import open_source
+from tests import doctext
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text()
+README = doctext.text()
 
 
 def readme_files(section: str) -> dict[str, str]:

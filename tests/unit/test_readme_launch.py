@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import re
 import shlex
-from pathlib import Path
 
 import pytest
 
 from buildkit.cli import main
-
-README = Path(__file__).parents[2] / "README.md"
+from tests import doctext
 
 
 def seed_rows() -> list[str]:
-    text = README.read_text()
-    section = text[text.index("## Sites and jobs"):text.index("## Tests, real components")]
+    section = doctext.between("| guide | by hand | with ckit |", "\n\n")
     return [line for line in section.splitlines() if re.match(r"^\| 00\d ", line)]
 
 

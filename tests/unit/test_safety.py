@@ -18,13 +18,11 @@ from buildkit.errors import ConfigError, IntegrityError
 from buildkit.fsutil import atomic_write, check_output, clean_stale, read_capped
 from buildkit.registry.distribution.transport import _retry_after
 from buildkit.reproducible import source_date_epoch
-
-README = Path(__file__).resolve().parents[2] / "README.md"
+from tests import doctext
 
 
 def test_the_readme_lists_every_limit_with_its_default_and_meaning() -> None:
-    text = README.read_text()
-    table = text[text.index("<!-- limits:start -->"):text.index("<!-- limits:end -->")]
+    table = doctext.between("<!-- limits:start -->", "<!-- limits:end -->")
     rows = re.findall(r"^\| `(CKIT_[A-Z_]+)` \| ([0-9.]+) \| (.+) \|$", table, re.M)
     expected = [(lim.env, f"{lim.default:g}" if not lim.integer else str(int(lim.default)), lim.meaning)
                 for lim in limits.LIMITS.values()]
