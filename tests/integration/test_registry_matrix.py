@@ -2,7 +2,7 @@
 
 What ckit pushes is pulled by podman, by skopeo (``inspect`` and ``copy``), by the oras SDK (artifacts), by
 ``curl -I`` exactly as enroot probes a manifest before an import (no Accept header, so curl's ``Accept: */*``;
-docs/formats/PYXIS.md), and by ckit itself; what podman, skopeo and the oras SDK push is pulled by ckit.
+enroot 4.1.2 itself in tests/integration/test_pyxis_*.py), and by ckit itself; what podman, skopeo and the oras SDK push is pulled by ckit.
 """
 
 from __future__ import annotations

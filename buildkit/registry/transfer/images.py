@@ -3,7 +3,8 @@
 The manifest keeps the media type the source had, unless ``--format`` says otherwise: Docker schema 2 for a
 ``docker save`` archive or an engine's image, the layout's own type for an OCI layout. This matters beyond
 taste: enroot (and so Pyxis) probes a manifest with ``curl -I`` and ``Accept: */*``, and distribution 2.8 answers
-that probe with 404 for an OCI manifest; a Docker schema 2 manifest answers 200 (docs/formats/PYXIS.md).
+that probe with 404 for an OCI manifest; a Docker schema 2 manifest answers 200 (enroot 4.1.2's
+docker:// import, run under Pyxis in tests/integration/test_pyxis_*.py).
 
 | format | manifest | config | layer | index |
 |---|---|---|---|---|
