@@ -90,7 +90,7 @@ def build_failure(err: BuildFailed, stack: str, *, log_shown: bool) -> BuildErro
     """The log once: when its lines were shown as they came, the error only names the step; otherwise the
     error carries the tail and the whole log is kept in a file it names."""
     from ..engine.base import LOG_TAIL_LINES
-    from ..fsutil import atomic_write
+    from ..fs.files import atomic_write
     from ..storage.store import default_root
 
     where = f" at {err.step}" if err.step else ""

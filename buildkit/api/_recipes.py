@@ -54,7 +54,7 @@ def render_recipe(stack: str, *, fmt: str = "docker", sets: Sequence[str] = (), 
         gets the whole build context: the file and those it copies.
     :raises ConfigError: an unknown format, or one file for a stack that copies files into the image.
     """
-    from ..fsutil import atomic_write
+    from ..fs.files import atomic_write
     from ..recipe.catalog import Catalog
     from ..recipe.model import Copy
     from ..render.context import build_context

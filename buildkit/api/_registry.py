@@ -150,7 +150,7 @@ def lock(stack: str, *, sets: Sequence[str] = (), ngc: str | None = None, output
          insecure: bool = False, ca_file: str | Path | None = None, recipes: Folders = ()) -> dict[str, Any]:
     """Pin the stack's base image tag to its registry digest in a lock file (``ckit lock``); the lock's
     content and ``path`` (``ckit lock --json``)."""
-    from ..fsutil import atomic_write
+    from ..fs.files import atomic_write
     from ..recipe.catalog import Catalog
     from ..registry.distribution.client import ManifestHead, RegistryClient
     from ..registry.distribution.reference import Reference, parse

@@ -95,7 +95,7 @@ def serve_shared(shared: peers.Shared, env: Mapping[str, str]) -> str | None:
     """The path a peer served, once this step holds it (in the tree where the peer, the same user, keeps its
     holds) and it is still the file the peer served; None otherwise (then the ordinary path runs). Loads nothing
     but the standard library."""
-    from ..fsbase import identity
+    from ..fs import identity
     from ..storage import holds
     from ..storage.safefs import Unsafe
 

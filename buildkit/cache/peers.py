@@ -32,7 +32,7 @@ import stat
 import time
 import zlib
 
-from ..fsbase import identity, quietly
+from ..fs import identity, quietly
 from ..procstat import own_start, process_start
 
 TYPE_CHECKING = False  # not typing's: this module loads before anything else, also in waiters that load nothing more

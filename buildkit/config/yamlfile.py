@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from ..errors import ConfigError
-from ..fsutil import read_capped
+from ..fs.files import read_capped
 from . import limits
 from .schemacheck import conforms, matches
 

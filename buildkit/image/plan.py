@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, ConvertError
-from ..fsutil import check_output
+from ..fs.files import check_output
 from ..reproducible import source_date_epoch
 from ..storage import store as store_mod
 from .sources.base import Reader, Source

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config.jsondoc import parse as parse_json
 from ..errors import ConvertError
-from ..fsutil import identity
+from ..fs.files import identity
 from ..progress import Meter, Reporter
 from ..storage import store as store_mod
 from . import targets

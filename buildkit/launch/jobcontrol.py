@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import limits
 from ..errors import ConfigError, JobTimeout, os_error
-from ..fsutil import read_tail
+from ..fs.files import read_tail
 from ..outside import ascii_int
 
 if TYPE_CHECKING:

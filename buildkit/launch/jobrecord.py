@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CkitError
-from ..fsutil import atomic_write, glob_escape, read_capped
+from ..fs.files import atomic_write, glob_escape, read_capped
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 MAX_RECORD = 64 * 1024  # bytes: a record is a few hundred

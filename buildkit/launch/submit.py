@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import CommandFailed, LaunchError
-from ..fsutil import atomic_path
+from ..fs.files import atomic_path
 from ..process import require, run
 
 

@@ -20,7 +20,7 @@ from ..engine.base import BuildEvent, BuildListener, BuildRequest, BuiltImage, E
 from ..engine.docker import DockerEngine
 from ..engine.select import AUTO_ORDER, Selection, get_engine, select_engine
 from ..errors import ConfigError
-from ..fsutil import check_output
+from ..fs.files import check_output
 from ..image.convert import TARGETS as CONVERTED
 from ..image.convert import convert_many
 from ..image.sources.docker_daemon import DaemonSource

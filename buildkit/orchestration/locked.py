@@ -8,7 +8,7 @@ from typing import Any
 
 from ..config import jsondoc, limits
 from ..errors import ConfigError
-from ..fsutil import read_capped
+from ..fs.files import read_capped
 
 LOCK_KEYS = ("lockVersion", "stack", "sets", "ngc", "fingerprint", "base")
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError, IntegrityError
-from ..fsutil import atomic_path
+from ..fs.files import atomic_path
 from .distribution.streams import READ_SIZE
 from .transfer.artifacts import detect_kind
 

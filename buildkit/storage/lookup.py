@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..fsutil import glob_escape
+from ..fs.files import glob_escape
 from .cache import CacheDir, safe_name
 from .holds import is_key
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..fsutil import identity
+from ..fs.files import identity
 from ..oci.digest import is_valid
 from . import safefs
 from .lease import stale_seconds

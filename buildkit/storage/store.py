@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, ConvertError
-from ..fsutil import fsync_dir, place_copy
+from ..fs.files import fsync_dir, place_copy
 from . import safefs
 from .lease import Lease
 from .reuse_files import ReuseSweep, sweep

@@ -315,7 +315,7 @@ def test_a_waiter_takes_what_its_peer_served_loading_only_the_standard_library(a
     assert out == f"{served.path}\n"
     loaded = err.split("loaded: ")[1].split()[0].split(",")
     assert set(loaded) <= {"buildkit", "buildkit.cache", "buildkit.cache.importer", "buildkit.cache.peers",
-                           "buildkit.fsbase", "buildkit.procstat", "buildkit.storage", "buildkit.storage.holds",
+                           "buildkit.fs", "buildkit.procstat", "buildkit.storage", "buildkit.storage.holds",
                            "buildkit.storage.safefs", "buildkit.errors", "buildkit.outside"}, loaded
     assert sorted(p.name for p in (tree(cache) / "holds" / served.key).iterdir()) == sorted(
         importer_mod.holder_id(env) for env in (first, second))  # each step holds it under its own name

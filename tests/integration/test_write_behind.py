@@ -1,6 +1,6 @@
 """A .sqsh artifact is sent to the disk as it is written, so the store's fsync at publish has little left to wait
 for (on ext4 a reconversion's copied gigabytes otherwise all wait for it): every byte of its data, copied or
-compressed, is handed to :func:`buildkit.fsutil.start_writeback`; a SIF's scratch squashfs is not."""
+compressed, is handed to :func:`buildkit.fs.files.start_writeback`; a SIF's scratch squashfs is not."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from buildkit import fsutil
+from buildkit.fs import files as fsutil
 from buildkit.image.convert import convert
 from buildkit.image.squashfs import blocks as squashfs_blocks
 from buildkit.image.squashfs import copy as squashfs_copy

@@ -15,7 +15,7 @@ import requests
 
 from buildkit.config import jsondoc, limits
 from buildkit.errors import ConfigError, IntegrityError
-from buildkit.fsutil import atomic_write, check_output, clean_stale, read_capped
+from buildkit.fs.files import atomic_write, check_output, clean_stale, read_capped
 from buildkit.registry.distribution.transport import _retry_after
 from buildkit.reproducible import source_date_epoch
 from tests import doctext

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ...errors import ConvertError
-from ...fsutil import atomic_path, copy_into
+from ...fs.files import atomic_path, copy_into
 from .format import *  # noqa: F403 - the format's names, as callers have always found them here
 from .format import (
     _DESCRIPTOR,

@@ -5,7 +5,7 @@ plans; blocks are written in submission order as jobs come back, so memory stays
 whatever the image size, and the output never depends on thread timing. A job may also hand back a range of
 an earlier image, which is copied file to file (``copy_file_range``: in the kernel, or shared extents on
 filesystems that support them). An output that is the artifact itself is sent to the disk as it is written and
-copied (write-behind: :func:`buildkit.fsutil.start_writeback`), so the fsync before it is published finds little
+copied (write-behind: :func:`buildkit.fs.files.start_writeback`), so the fsync before it is published finds little
 left to write.
 """
 
@@ -20,7 +20,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ...errors import ConvertError
-from ...fsutil import ALIGN, copy_range, start_writeback
+from ...fs.files import ALIGN, copy_range, start_writeback
 
 try:
     from isal.isal_zlib import crc32  # about ten times zlib's speed

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ...fsutil import copy_range, start_writeback
+from ...fs.files import copy_range, start_writeback
 from .blocks import (
     ALIGNED,
     UNCOMPRESSED_BLOCK,
@@ -149,7 +149,7 @@ class Mark:
 
 class Align:
     """Zeros up to the next block boundary: every layer's data starts and ends on one, so a layer copied whole
-    from an earlier image is block-aligned in both files (see :func:`buildkit.fsutil.copy_range`)."""
+    from an earlier image is block-aligned in both files (see :func:`buildkit.fs.files.copy_range`)."""
 
     fixed = -1
 

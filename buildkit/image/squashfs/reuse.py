@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...fsutil import identity
+from ...fs.files import identity
 from ...storage import reuse_files as files
 from ...storage import safefs
 from ..layers.columns import MAX_RECORD, BadRecord, checked_members, decode_members

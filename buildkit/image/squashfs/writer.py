@@ -65,7 +65,7 @@ def write(tree: Tree, path: Path, algo: str, level: int, *, own: Ownership | Non
     """Write ``tree`` as a squashfs image at ``path`` (created or truncated). ``earlier``: segments of earlier
     images to copy layers' data from; ``open_layer``: prepares a layer the tree was replayed for;
     ``write_behind``: the file is the artifact, to be fsynced: its data is sent to the disk as it is written
-    (:func:`buildkit.fsutil.start_writeback`), so the fsync has little left to wait for."""
+    (:func:`buildkit.fs.files.start_writeback`), so the fsync has little left to wait for."""
     make = compressor(algo, level)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
     try:

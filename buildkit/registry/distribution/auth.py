@@ -21,7 +21,7 @@ from typing import Any
 from ...config import limits
 from ...config.jsondoc import parse as parse_json
 from ...errors import ConfigError, RegistryError
-from ...fsutil import atomic_path, read_capped
+from ...fs.files import atomic_path, read_capped
 from .reference import DOCKER_HUB
 
 ENV_USER = "CKIT_REGISTRY_USER"

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import IntegrityError, RegistryError
-from ...fsutil import atomic_path
+from ...fs.files import atomic_path
 from ...image.inspect import detect
 from ...oci.digest import of_bytes
 from ...oci.labels import TITLE

@@ -18,7 +18,7 @@ import os
 import re
 from pathlib import Path
 
-from ...fsutil import atomic_write
+from ...fs.files import atomic_write
 from ...outside import ascii_int
 from ...storage.store import default_root
 

@@ -32,8 +32,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import BinaryIO
 
-from .errors import CkitError, ConfigError, FileError, os_error
-from .fsbase import identity as identity  # re-exported: it lives where the cheapest importers can reach it
+from ..errors import CkitError, ConfigError, FileError, os_error
+from . import identity as identity  # re-exported: it lives where the cheapest importers can reach it
 
 NAME_MAX = 255
 PATH_MAX = 4096

@@ -1,7 +1,8 @@
-"""File system primitives that need nothing but ``os``: a file's identity, and folders made inside a shared root.
+"""Files and folders, in one place: here the primitives that need nothing but ``os`` (a file's identity, folders
+made inside a shared root), in :mod:`.files` the atomic artifacts, the output guard and the bounded readers.
 
-Cheap to import on purpose: a Pyxis importer handed its image by a peer on the same node uses them without
-loading anything else (see :mod:`buildkit.cache.peers`). :mod:`buildkit.fsutil` has the rest.
+This package's root is cheap to import on purpose: a Pyxis importer handed its image by a peer on the same node
+uses it without loading anything else (see :mod:`buildkit.cache.peers`).
 """
 
 from __future__ import annotations
