@@ -34,6 +34,11 @@ def write_script(text: str, path: Path, inputs: Iterable[Path] = ()) -> Path:
     return path
 
 
+# sbatch lets these override the script's #SBATCH lines; ckit has already chosen between them and the flags
+# (a flag wins, as with sbatch itself) and written the choice into the script
+DECIDED = ("SBATCH_ACCOUNT", "SBATCH_PARTITION", "SBATCH_TIMELIMIT")
+
+
 def submit(script: Path, *, wait: bool = False, cwd: Path | None = None, poll: float = 1.0) -> Submission:
     """``sbatch --parsable SCRIPT``; with ``wait``, then the job's exit code (``ExitCode=N:SIG``).
 
@@ -41,7 +46,7 @@ def submit(script: Path, *, wait: bool = False, cwd: Path | None = None, poll: f
     15-second job only after 30 s or more."""
     require("sbatch", purpose="submit the job", package="slurm-client")
     try:
-        result = run(["sbatch", "--parsable", str(script)], step="sbatch", cwd=cwd or script.parent)
+        result = run(["sbatch", "--parsable", str(script)], step="sbatch", cwd=cwd or script.parent, unset=DECIDED)
     except CommandFailed as err:
         raise LaunchError(f"sbatch rejected {script}: {err.stderr_tail.strip()}",
                           hint="check the partition, account and resources with `ckit sites show`") from err
