@@ -156,8 +156,6 @@ def load(env: Mapping[str, str] | None = None, flags: Mapping[str, Sequence[Path
 
 def _read(path: Path, named: bool) -> tuple[dict[str, Any] | None, dict[str, int]]:
     """The file's document and the line of each key; (None, {}) when there is no file (and none was named)."""
-    import tomllib
-
     try:
         raw = read_capped(path, limits.size("file_size"), "config file")
     except FileNotFoundError:
@@ -168,6 +166,8 @@ def _read(path: Path, named: bool) -> tuple[dict[str, Any] | None, dict[str, int
     except OSError as err:
         raise ConfigError(f"{shown(path)}: cannot read the config file: {err.strerror or err}",
                           hint="make it a readable file, or point CKIT_CONFIG to another file") from None
+    import tomllib  # only when there is a file: its import costs every start that has none
+
     try:
         text = raw.decode("utf-8")
         document = tomllib.loads(text)
