@@ -41,7 +41,7 @@ def _unraisable(info: object) -> None:
 
 # Command modules in the order `ckit --help` lists them; importing one registers its commands on ``app``.
 COMMAND_MODULES = ("recipes", "build", "convert", "inspect", "registry", "sites", "launch", "jobs", "cache",
-                   "completion")
+                   "config", "completion")
 
 
 def _app() -> typer.Typer:
@@ -102,7 +102,8 @@ def _report(err: Exception, *, debug: bool) -> int:
 
         traceback.print_exc()
     if isinstance(err, CkitError):
-        _say(f"ckit: error: {err}", error=True)
+        app_module = sys.modules.get(f"{__package__}.commands.app")  # loaded: the hints repeat its folders
+        _say(f"ckit: error: {getattr(app_module, 'pasteable', str)(str(err))}", error=True)
         return err.exit_code
     if isinstance(err, OSError):
         _say(f"ckit: error: {os_error(err, action='read or write')}", error=True)

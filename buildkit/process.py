@@ -66,11 +66,14 @@ def run(
     check: bool = True,
     secrets: Sequence[str] = (),
     timeout: float | None = None,
+    unset: Sequence[str] = (),
 ) -> Result:
-    """Run ``argv`` to completion, capturing output as text."""
+    """Run ``argv`` to completion, capturing output as text. ``env`` is added to this process's environment;
+    the variables in ``unset`` are left out of it."""
     argv = [os.fspath(a) for a in argv]
     log.debug("run: %s", redact(format_argv(argv), secrets))
-    full_env = None if env is None else {**os.environ, **env}
+    full_env = None if env is None and not unset else {
+        name: value for name, value in {**os.environ, **(env or {})}.items() if name not in unset}
     data = input.encode() if isinstance(input, str) else input
     try:
         proc = subprocess.run(  # noqa: S603 - argv list, never a shell

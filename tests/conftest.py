@@ -38,6 +38,21 @@ def golden(request: pytest.FixtureRequest) -> Callable[[str, str], None]:
     return check
 
 
+# The user's defaults (README, Configuration) would change what the tests' jobs ask for: none apply here
+_DEFAULTS = ("CKIT_CONFIG", "CKIT_SITE", "SBATCH_ACCOUNT", "SBATCH_PARTITION", "SBATCH_TIMELIMIT",
+             "CKIT_STORE_MAX_SIZE", "CKIT_RECIPES_PATH", "CKIT_SITES_PATH")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_user_defaults(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """No config file of the user's, and none of the environment variables that set defaults."""
+    saved = {name: os.environ.pop(name) for name in (*_DEFAULTS, "XDG_CONFIG_HOME") if name in os.environ}
+    os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("config-home"))
+    yield
+    os.environ.pop("XDG_CONFIG_HOME", None)
+    os.environ.update(saved)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _session_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """ckit's cache (artifacts, remembered digests) lives in the session's temp dir, never the user's."""

@@ -80,7 +80,7 @@ def cache_prune(*, max_size: str | None = None, folder: str | Path | None = None
                 dry_run: bool = False, sites: Folders = ()) -> Pruned:
     """Evict least recently used images no running step holds beyond ``max_size`` (``500G``; default: the
     importer's ``max_size``), and remove what dead conversions left (``ckit cache prune``)."""
-    from ..cache.config import parse_size
+    from ..config.limits import parse_size
     from ..storage.lease import stale_seconds
 
     cache, cfg = cache_folder(folder, site, sites=sites)

@@ -15,6 +15,7 @@ from ..launch.schedulers import Execution, LaunchResult, SchedulerBackend
 from ._common import Folders, required_site
 
 if TYPE_CHECKING:
+    from ..config.user import UserConfig
     from ..launch.jobcontrol import ShellCommand
     from ..launch.nccl_report import NcclReport
     from ..site.model import Site
@@ -79,18 +80,40 @@ def scheduler_of(plan: LaunchPlan) -> SchedulerBackend:
     return schedulers.REGISTRY.get(plan.site.scheduler, "site scheduler")
 
 
-def plan_launch(site: str | Site, request: LaunchRequest, *, sites: Folders = ()) -> LaunchPlan:
+def with_defaults(site: str | Site | None, request: LaunchRequest, defaults: UserConfig | None
+                  ) -> tuple[str | Site, LaunchRequest]:
+    """The site, and ``request`` with the account, partition and time it leaves unset taken from ``defaults``
+    (default: the user's config file and the environment, as sbatch takes SBATCH_ACCOUNT: README,
+    Configuration)."""
+    if defaults is None:
+        from ..config.user import load
+
+        defaults = load()
+    site = site if site is not None else defaults.site
+    if site is None:
+        raise ConfigError("no site: give --site SITE, or set a default (site in the config file, or CKIT_SITE)",
+                          hint="`ckit sites` lists the sites; `ckit config show` shows the config file")
+    return site, replace(request, account=request.account or defaults.account,
+                         partition=request.partition or defaults.partition, time=request.time or defaults.time)
+
+
+def plan_launch(site: str | Site | None, request: LaunchRequest, *, sites: Folders = (),
+                defaults: UserConfig | None = None) -> LaunchPlan:
     """Resolve the site's defaults and check ``request`` against its rules; nothing is written. A relative
     image path is taken from the current folder (refused when it names no file).
 
-    :param site: a site name (``ckit sites``) or a loaded profile.
-    :param request: the job: command, image, framework, resources (one field per ``ckit launch`` flag).
+    :param site: a site name (``ckit sites``) or a loaded profile; None: the default site of ``defaults``.
+    :param request: the job: command, image, framework, resources (one field per ``ckit launch`` flag); an
+        account, partition or time it leaves unset is the default of ``defaults``.
     :param sites: user site folders over the built-ins (``--sites``).
+    :param defaults: the user's defaults (:func:`buildkit.config.user.load`: flag > environment > config file);
+        None reads them from the environment and the config file.
     :returns: the plan; its ``warnings`` are what ``ckit launch`` prints as warnings.
     :raises ConfigError: a bad request; :class:`~buildkit.errors.PolicyError` a site rule it breaks (exit 2).
     """
     from ..launch.plan import plan_launch as plan
 
+    site, request = with_defaults(site, request, defaults)
     request = replace(request, image=local_image(request.image))
     return plan(required_site(site, sites), request, image_facts(request.image))
 
@@ -108,10 +131,10 @@ def execute(plan: LaunchPlan, how: Execution | None = None) -> LaunchResult:
     return scheduler.execute(plan, scheduler.render(plan), how or Execution())
 
 
-def launch(site: str | Site, request: LaunchRequest, how: Execution | None = None, *,
-           sites: Folders = ()) -> LaunchResult:
+def launch(site: str | Site | None, request: LaunchRequest, how: Execution | None = None, *,
+           sites: Folders = (), defaults: UserConfig | None = None) -> LaunchResult:
     """Plan, render and execute (``ckit launch``): :func:`plan_launch` then :func:`execute`."""
-    return execute(plan_launch(site, request, sites=sites), how)
+    return execute(plan_launch(site, request, sites=sites, defaults=defaults), how)
 
 
 def submit(plan: LaunchPlan, *, script: str | Path | None = None, cwd: str | Path | None = None,
@@ -138,22 +161,24 @@ def submit(plan: LaunchPlan, *, script: str | Path | None = None, cwd: str | Pat
     return Job(result.job_id, site=plan.site, records=how.records)
 
 
-def shell_command(site: str | Site, request: LaunchRequest, *, sites: Folders = ()) -> ShellCommand:
+def shell_command(site: str | Site | None, request: LaunchRequest, *, sites: Folders = (),
+                  defaults: UserConfig | None = None) -> ShellCommand:
     """The command that opens a shell in the container on a compute node (``ckit shell --dry-run``): one
     task with a terminal (``salloc`` + ``srun --pty`` on Slurm). ``request.command`` defaults to a shell."""
     from ..launch.schedulers.slurm import SHELL
 
     request = replace(request, command=request.command or SHELL, tasks_per_node=request.tasks_per_node or 1,
                       name=request.name if request.name != "ckit" else "ckit-shell")
-    plan = plan_launch(site, request, sites=sites)
+    plan = plan_launch(site, request, sites=sites, defaults=defaults)
     return scheduler_of(plan).shell(plan)
 
 
-def shell(site: str | Site, request: LaunchRequest, *, sites: Folders = ()) -> int:
+def shell(site: str | Site | None, request: LaunchRequest, *, sites: Folders = (),
+          defaults: UserConfig | None = None) -> int:
     """Open the shell of :func:`shell_command` on this terminal; its exit code (``ckit shell``)."""
     from ..process import interactive, require
 
-    command = shell_command(site, request, sites=sites)
+    command = shell_command(site, request, sites=sites, defaults=defaults)
     require(command.argv[0], purpose="open an interactive allocation", package="slurm-client")
     return interactive(command.argv)
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config.limits import parse_size
 from ..errors import ConfigError
 
 DEFAULT_CONFIG = Path("/etc/ckit/importer.yaml")
@@ -30,7 +31,6 @@ CACHE_ENV = "CKIT_CLUSTER_CACHE"
 KEYS: dict[str, type | tuple[type, ...]] = {"cache": str, "site": str, "compression": str, "max_size": (str, int), "allow_http": list,
         "lock_stale_seconds": (int, float), "hold_max_age": (int, float)}
 _VAR = re.compile(r"\$(?:\{(\w+)\}|(\w+))")  # $USER in a site's shared_image_dir, from the job's environment
-_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?)(?:i?B)?\s*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -45,17 +45,6 @@ class ImporterConfig:
     hold_max_age: float = 24 * 3600.0
     origin: str = ""  # where the cache path came from, for messages
     variables: tuple[str, ...] = ()  # the environment variables the cache path names
-
-
-def parse_size(text: str | int, where: str = "max_size") -> int:
-    """``500G`` / ``1.5T`` / ``200GiB`` / bytes → bytes (K, M, G, T are powers of 1024)."""
-    if isinstance(text, int) and not isinstance(text, bool):
-        return text
-    match = _SIZE.match(str(text))
-    if not match:
-        raise ConfigError(f"{where}: {text!r} is not a size", hint="write e.g. 500G, 2T or a number of bytes")
-    number, unit = float(match.group(1)), match.group(2).upper()
-    return int(number * 1024 ** " KMGT".index(unit or " "))
 
 
 def _read_file(path: Path) -> dict[str, Any]:

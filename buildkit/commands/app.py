@@ -26,18 +26,23 @@ from typer.core import TyperGroup
 from .. import __version__
 from ..outside import ascii_float, ascii_int, shown
 from .flags import hoist_global_flags
+from .usage import ARGV_KEY, is_usage_error, reword
 
 if TYPE_CHECKING:
+    from ..config.user import UserConfig
     from .progress_bars import RichReporter
 
 
 @contextmanager
-def _shown_usage_errors() -> Iterator[None]:
+def _shown_usage_errors(ctx: Any) -> Iterator[None]:
     """A usage error quotes what was typed (``No such command '…'``): shown escaped, like any outside text
-    (typer's own escaping leaves out bidi overrides). A subcommand's errors pass through the group's invoke."""
+    (typer's own escaping leaves out bidi overrides). A subcommand's errors pass through the group's invoke.
+    A usage error is worded as ckit words every error, with a hint that works when pasted (:mod:`.usage`)."""
     try:
         yield
     except typer.TyperException as err:
+        if is_usage_error(err):
+            reword(err, ctx)
         err.message = shown(err.message, lines=True)
         raise
 
@@ -46,11 +51,13 @@ class _Group(TyperGroup):
     """``-q/--quiet`` and ``--debug`` are accepted anywhere before ``--``, as users of sbatch and git expect."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        with _shown_usage_errors():
+        ctx.meta.setdefault(ARGV_KEY, list(args))  # what the user typed: the hints correct it
+        SETTINGS.commands = tuple(self.commands)
+        with _shown_usage_errors(ctx):
             return super().parse_args(ctx, hoist_global_flags(args, self))
 
     def invoke(self, ctx: Any) -> Any:
-        with _shown_usage_errors():
+        with _shown_usage_errors(ctx):
             return super().invoke(ctx)
 
 
@@ -69,15 +76,32 @@ stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
 @dataclass
 class Settings:
-    """Global options, read by the command modules and passed down as arguments."""
+    """Global options and the user's defaults, read by the command modules and passed down as arguments."""
 
     recipes_dirs: list[Path] = field(default_factory=list)
     sites_dirs: list[Path] = field(default_factory=list)
     debug: bool = False
     quiet: bool = False
+    given: list[str] = field(default_factory=list)  # --recipes/--sites as typed: the hints' commands repeat them
+    commands: tuple[str, ...] = ()
+    config: UserConfig | None = None  # flag > environment > config file > default (``ckit config show``)
+    store_max_size: int | None = None  # bytes: the personal store's cap (store.max_size, CKIT_STORE_MAX_SIZE)
 
 
 SETTINGS = Settings()
+
+
+def pasteable(text: str) -> str:
+    """``text`` with the ``ckit COMMAND`` lines it quotes given this line's --recipes/--sites folders, so a hint
+    works when pasted (``ckit lock mine`` finds the stack ``mine`` only in the folder it was read from)."""
+    if not SETTINGS.given or not SETTINGS.commands:
+        return text
+    import re
+    import shlex
+
+    names = "|".join(re.escape(name) for name in sorted(SETTINGS.commands, key=len, reverse=True))
+    return re.sub(rf"(?<![\w/.-])ckit (?=(?:{names})(?![\w-]))", lambda _: f"ckit {shlex.join(SETTINGS.given)} ",
+                  text)
 
 
 def _version(value: bool) -> None:
@@ -101,8 +125,14 @@ def _global(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
 ) -> None:
-    SETTINGS.recipes_dirs = list(recipes or [])
-    SETTINGS.sites_dirs = list(sites or [])
+    from ..config.user import load
+
+    SETTINGS.config = load(flags={"recipes": recipes or [], "sites": sites or []})
+    SETTINGS.recipes_dirs = list(SETTINGS.config.folders("recipes"))
+    SETTINGS.sites_dirs = list(SETTINGS.config.folders("sites"))
+    SETTINGS.store_max_size = SETTINGS.config.store_max_size
+    SETTINGS.given = [word for flag, folders in (("--recipes", recipes), ("--sites", sites))
+                      for folder in folders or () for word in (flag, str(folder))]
     SETTINGS.debug = debug
     SETTINGS.quiet = quiet
     handler = logging.StreamHandler(sys.stderr)
@@ -169,11 +199,11 @@ def complete_site(incomplete: str) -> list[str]:
 def info(message: str) -> None:
     """A human message on stderr (silenced by --quiet)."""
     if not SETTINGS.quiet:
-        stderr.print(shown(message, lines=True), markup=False)
+        stderr.print(shown(pasteable(message), lines=True), markup=False)
 
 
 def warn(message: str) -> None:
-    stderr.print(f"warning: {shown(message, lines=True)}", markup=False, style="yellow")
+    stderr.print(f"warning: {shown(pasteable(message), lines=True)}", markup=False, style="yellow")
 
 
 def say(text: str | bytes, *, nl: bool = True) -> None:

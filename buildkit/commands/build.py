@@ -21,7 +21,7 @@ def build(
     ngc: NgcOpt = None,
     output: Annotated[Path, typer.Option("-o", "--output", metavar="DIR",
                                          help="Folder for .sif/.sqsh artifacts.")] = Path("."),
-    tag: Annotated[str | None, typer.Option("--tag", metavar="REF",
+    tag: Annotated[str | None, typer.Option("-t", "--tag", metavar="REF",
                                             help="Image tag (default localhost/ckit/STACK:FINGERPRINT12).")] = None,
     locked: Annotated[bool, typer.Option("--locked", help="Build FROM the base digest pinned in the lock file.")] = False,
     lock_file: Annotated[Path, typer.Option("--lock-file", metavar="FILE",

@@ -112,17 +112,20 @@ def cancel_cmd(job: JobArg, site: SiteOpt = None, as_json: JsonOpt = False) -> N
 
 @app.command("shell", context_settings={"allow_interspersed_args": False})
 def shell_cmd(
-    site: Annotated[str, Opt("--site", help="Site profile (ckit sites).")],
+    site: Annotated[str | None, Opt("--site", help=(
+        "Site profile (ckit sites; default: CKIT_SITE, else site in the config file)."))] = None,
     command: Annotated[list[str] | None, typer.Argument(metavar="[-- COMMAND…]",
                                                         help="Program instead of a shell.")] = None,
     image: Annotated[str | None, Opt("--image", metavar="REF|PATH|STACK", help="Image to open.")] = None,
     runtime: Annotated[str | None, Opt("--runtime", help="Runtime (default: the site's first).")] = None,
-    partition: Annotated[str | None, Opt("-p", "--partition", help="Partition.")] = None,
-    account: Annotated[str | None, Opt("-A", "--account", help="Project account.")] = None,
+    partition: Annotated[str | None, Opt("-p", "--partition", help="Partition (default: as ckit launch).")] = None,
+    account: Annotated[str | None, Opt("-A", "--account", help="Project account (default: as ckit launch).")
+                       ] = None,
     comment: Annotated[str | None, Opt("--comment", help="Job comment.")] = None,
-    time: Annotated[str | None, Opt("-t", "--time", help="Walltime.")] = None,
+    time: Annotated[str | None, Opt("-t", "--time", help="Walltime (default: as ckit launch).")] = None,
     gpus_per_node: Annotated[int | None, Opt("--gpus-per-node", parser=whole_number, help="GPUs.")] = None,
-    mount: Annotated[list[str] | None, Opt("--mount", metavar="SRC:DST", help="Bind mount.")] = None,
+    mount: Annotated[list[str] | None, Opt("--mount", "--bind", "-B", metavar="SRC:DST[:ro]",
+                                           help="Bind mount (repeatable; --bind and -B as in apptainer).")] = None,
     env: Annotated[list[str] | None, Opt("--env", metavar="K=V", help="Environment.")] = None,
     dry_run: Annotated[bool, Opt("--dry-run", help="Print the salloc command; start nothing.")] = False,
     as_json: JsonOpt = False,
@@ -135,7 +138,7 @@ def shell_cmd(
                             account=account, comment=comment, time=time, gpus_per_node=gpus_per_node,
                             tasks_per_node=1, name="ckit-shell", mounts=tuple(mount or ()),
                             env=api.env_pairs(env or ()))
-    shell = api.shell_command(site, request, sites=SETTINGS.sites_dirs)
+    shell = api.shell_command(site, request, sites=SETTINGS.sites_dirs, defaults=SETTINGS.config)
     if dry_run or as_json:
         if as_json:
             emit_json(shell.as_json(ran=not dry_run))
@@ -143,6 +146,6 @@ def shell_cmd(
             say(" ".join(shell.argv[:-1]) + " '…'\n" + shell.text, nl=False)
         if dry_run:
             return
-    code = api.shell(site, request, sites=SETTINGS.sites_dirs)
+    code = api.shell(site, request, sites=SETTINGS.sites_dirs, defaults=SETTINGS.config)
     if code:
         raise typer.Exit(code)

@@ -17,7 +17,8 @@ Many = list[str] | None
 
 @app.command(context_settings={"allow_interspersed_args": False})
 def launch(
-    site: Annotated[str, Opt("--site", help="Site profile (ckit sites).")],
+    site: Annotated[str | None, Opt("--site", help=(
+        "Site profile (ckit sites; default: CKIT_SITE, else site in the config file)."))] = None,
     command: Annotated[list[str] | None, typer.Argument(metavar="-- COMMAND [ARGS…]", help=(
         "Program to run. Its words may name the job's variables ($NAME, ${NAME}: read per task where it starts; "
         "$$ is a literal $); nothing else is evaluated."))] = None,
@@ -34,14 +35,18 @@ def launch(
         "default: the GPUs per node."))] = None,
     tasks_per_node: Annotated[int | None, Opt("--tasks-per-node", "--ntasks-per-node", parser=whole_number, help="Tasks per node.")] = None,
     cpus_per_task: Annotated[int | None, Opt("-c", "--cpus-per-task", parser=whole_number, help="CPUs per task.")] = None,
-    time: Annotated[str | None, Opt("-t", "--time", help="Walltime (HH:MM:SS or D-HH:MM:SS).")] = None,
-    partition: Annotated[str | None, Opt("-p", "--partition", help="Partition (default: the site's).")] = None,
-    account: Annotated[str | None, Opt("-A", "--account", help="Project account.")] = None,
+    time: Annotated[str | None, Opt("-t", "--time", help=(
+        "Walltime (HH:MM:SS or D-HH:MM:SS; default: SBATCH_TIMELIMIT, else the config file's)."))] = None,
+    partition: Annotated[str | None, Opt("-p", "--partition", help=(
+        "Partition (default: SBATCH_PARTITION, else the config file's, else the site's)."))] = None,
+    account: Annotated[str | None, Opt("-A", "--account", help=(
+        "Project account (default: SBATCH_ACCOUNT, else the config file's)."))] = None,
     comment: Annotated[str | None, Opt("--comment", help="Job comment (neuron: the application).")] = None,
     name: Annotated[str, Opt("-J", "--job-name", "--name", help="Job name.")] = "ckit",
     env: Annotated[Many, Opt("--env", metavar="K=V", help=(
         "Environment (repeatable). V may name variables ($PATH, ${USER}: read per task; $$ is a literal $)."))] = None,
-    mount: Annotated[Many, Opt("--mount", metavar="SRC:DST[:ro]", help="Bind mount (repeatable).")] = None,
+    mount: Annotated[Many, Opt("--mount", "--bind", "-B", metavar="SRC:DST[:ro]",
+                               help="Bind mount (repeatable; --bind and -B as in apptainer).")] = None,
     runtime: Annotated[str | None, Opt("--runtime", help=runtimes.REGISTRY.help()
                                        + " (default: the site's first).")] = None,
     workdir: Annotated[str | None, Opt("--workdir", metavar="DIR",
@@ -96,7 +101,7 @@ def launch(
         pre=tuple(pre or ()), output=output, error=error, mail_type=mail_type, mail_user=mail_user,
         keep_container=keep_container, mpi=mpi, array=array, after=tuple(after or ()), interactive=interactive,
         fetch=tuple(fetch or ()), endpoints=tuple(endpoint or ()))
-    plan = api.plan_launch(site, request, sites=SETTINGS.sites_dirs)
+    plan = api.plan_launch(site, request, sites=SETTINGS.sites_dirs, defaults=SETTINGS.config)
     for message in plan.warnings:
         warn(message)
     result = api.execute(plan, schedulers.Execution(dry_run=dry_run, submit=do_submit, wait=wait, script=script))

@@ -8,12 +8,14 @@ range is bad input (exit 2) naming the variable.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 from ..errors import ConfigError
 from ..outside import ascii_float, ascii_int
 
 KiB, MiB = 1 << 10, 1 << 20
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?)(?:i?B)?\s*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -75,3 +77,14 @@ def get(name: str) -> float:
 
 def size(name: str) -> int:
     return int(get(name))
+
+
+def parse_size(text: str | int, where: str = "max_size") -> int:
+    """``500G`` / ``1.5T`` / ``200GiB`` / bytes → bytes (K, M, G, T are powers of 1024)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text
+    match = _SIZE.match(str(text))
+    if not match:
+        raise ConfigError(f"{where}: {text!r} is not a size", hint="write e.g. 500G, 2T or a number of bytes")
+    number, unit = float(match.group(1)), match.group(2).upper()
+    return int(number * 1024 ** " KMGT".index(unit or " "))

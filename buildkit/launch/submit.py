@@ -33,11 +33,16 @@ def write_script(text: str, path: Path, inputs: Iterable[Path] = ()) -> Path:
     return path
 
 
+# sbatch lets these override the script's #SBATCH lines; ckit has already chosen between them and the flags
+# (a flag wins, as with sbatch itself) and written the choice into the script
+DECIDED = ("SBATCH_ACCOUNT", "SBATCH_PARTITION", "SBATCH_TIMELIMIT")
+
+
 def submit(script: Path, *, cwd: Path | None = None) -> Submission:
     """``sbatch --parsable SCRIPT``: the job id (the scheduler's job control follows the job from there)."""
     require("sbatch", purpose="submit the job", package="slurm-client")
     try:
-        result = run(["sbatch", "--parsable", str(script)], step="sbatch", cwd=cwd or script.parent)
+        result = run(["sbatch", "--parsable", str(script)], step="sbatch", cwd=cwd or script.parent, unset=DECIDED)
     except CommandFailed as err:
         raise LaunchError(f"sbatch rejected {script}: {err.stderr_tail.strip()}",
                           hint="check the partition, account and resources with `ckit sites show`") from err

@@ -18,9 +18,9 @@ DIGITS = ["\u0663", "\uff13", "\u00b2", "1_2"]  # ٣, ３, ², and int()'s separ
 
 
 def usage_error(ran: Ran, says: str) -> None:
-    """Refused by the option parser: exit 2 and click's one error line, nothing else."""
+    """Refused by the option parser: exit 2 and ckit's error line (the option named) and hint, nothing else."""
     assert ran.returncode == 2 and not ran.timed_out, ran.stderr
-    assert "Traceback" not in ran.stderr and "Error: Invalid value for '" in ran.stderr and says in ran.stderr, \
+    assert "Traceback" not in ran.stderr and "ckit: error: ckit " in ran.stderr and "invalid value for '" in ran.stderr and says in ran.stderr, \
         ran.stderr
 
 
