@@ -9,7 +9,6 @@ from pathlib import Path
 
 from ..errors import CommandFailed, LaunchError
 from ..fsutil import atomic_path
-from ..process import require, run
 
 
 @dataclass(frozen=True)
@@ -39,9 +38,10 @@ def submit(script: Path, *, wait: bool = False, cwd: Path | None = None, poll: f
 
     ckit polls the controller every ``poll`` seconds instead of ``sbatch --wait``, whose backoff reports a
     15-second job only after 30 s or more."""
-    require("sbatch", purpose="submit the job", package="slurm-client")
+    from .slurmctl import slurm_run
+
     try:
-        result = run(["sbatch", "--parsable", str(script)], step="sbatch", cwd=cwd or script.parent)
+        result = slurm_run(["sbatch", "--parsable", str(script)], "submit the job", cwd=cwd or script.parent)
     except CommandFailed as err:
         raise LaunchError(f"sbatch rejected {script}: {err.stderr_tail.strip()}",
                           hint="check the partition, account and resources with `ckit sites show`") from err
