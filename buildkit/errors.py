@@ -111,6 +111,15 @@ class CommandFailed(CkitError):
         super().__init__(f"{what}command failed with exit code {returncode}: {format_argv(self.argv)}{tail}")
 
 
+class CommandTimeout(CkitError):
+    """An external command ran longer than its timeout and was stopped. Carries the (redacted) argv."""
+
+    def __init__(self, argv: Sequence[str], timeout: float, *, step: str | None = None) -> None:
+        self.argv, self.timeout = list(argv), timeout
+        what = f"{step}: " if step else ""
+        super().__init__(f"{what}no answer after {timeout:g} s, stopped: {format_argv(self.argv)}")
+
+
 def format_argv(argv: Sequence[str]) -> str:
     import shlex
 

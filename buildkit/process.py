@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from .errors import CommandFailed, ConfigError, format_argv
+from .errors import CommandFailed, CommandTimeout, ConfigError, format_argv
 
 log = logging.getLogger("ckit.process")
 
@@ -69,7 +69,8 @@ def run(
     unset: Sequence[str] = (),
 ) -> Result:
     """Run ``argv`` to completion, capturing output as text. ``env`` is added to this process's environment;
-    the variables in ``unset`` are left out of it."""
+    the variables in ``unset`` are left out of it. After ``timeout`` seconds it is killed and
+    :class:`~buildkit.errors.CommandTimeout` raised (the caller words what to check)."""
     argv = [os.fspath(a) for a in argv]
     log.debug("run: %s", redact(format_argv(argv), secrets))
     full_env = None if env is None and not unset else {
@@ -81,6 +82,8 @@ def run(
         )
     except FileNotFoundError as err:
         raise ConfigError(f"{argv[0]} was not found", hint=f"install {argv[0]} or put it on PATH") from err
+    except subprocess.TimeoutExpired as err:  # subprocess.run killed it
+        raise CommandTimeout([redact(a, secrets) for a in argv], err.timeout, step=step) from None
     if proc.returncode == -signal.SIGINT:  # Ctrl-C reached the whole process group: report it as such
         raise KeyboardInterrupt
     stdout = proc.stdout.decode(errors="replace")

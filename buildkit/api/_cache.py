@@ -43,6 +43,7 @@ class CacheListing:
     entries: list[CacheEntry]
     notes: list[str]
     reuse: ReuseSweep = field(repr=False)
+    personal: bool = False  # the user's own store (not a shared cache folder)
 
     @property
     def total_size(self) -> int:
@@ -65,24 +66,47 @@ def _notes(cache: CacheDir) -> list[str]:
     return notes
 
 
-def cache_ls(*, folder: str | Path | None = None, site: str | Site | None = None, sites: Folders = ()
-             ) -> CacheListing:
-    """The cached images: size, last use, the steps that hold them, whose tree holds them, their source."""
+def _personal(folder: str | Path | None, site: str | Site | None, cluster: bool) -> bool:
+    if cluster and (folder is not None or site is not None):
+        raise ConfigError("--cluster names the importer's cache; --cache and --site name another",
+                          hint="give one of them")
+    return folder is None and site is None and not cluster
+
+
+def cache_ls(*, folder: str | Path | None = None, site: str | Site | None = None, cluster: bool = False,
+             sites: Folders = ()) -> CacheListing:
+    """The cached images: size, last use, the steps that hold them, whose tree holds them, their source. Without
+    ``folder``, ``site`` or ``cluster`` (the Pyxis importer's cache): the personal store (``CKIT_CACHE_DIR``)."""
     from ..storage.reuse_files import ReuseSweep
 
+    if _personal(folder, site, cluster):
+        from ..storage import personal
+        from ..storage.store import Store
+
+        store = Store()
+        return CacheListing(store.root, personal.entries(store), [], store.sweep_reuse(dry_run=True), True)
     cache, _ = cache_folder(folder, site, sites=sites)
     own = cache.own_tree_store()
     reuse = own.sweep_reuse(dry_run=True) if own is not None else ReuseSweep()  # what no image needs
     return CacheListing(cache.root, sorted(cache.entries(), key=lambda e: -e.last_used), _notes(cache), reuse)
 
 
-def cache_prune(*, max_size: str | None = None, folder: str | Path | None = None, site: str | Site | None = None,
-                dry_run: bool = False, sites: Folders = ()) -> Pruned:
-    """Evict least recently used images no running step holds beyond ``max_size`` (``500G``; default: the
-    importer's ``max_size``), and remove what dead conversions left (``ckit cache prune``)."""
+def cache_prune(*, max_size: str | int | None = None, folder: str | Path | None = None,
+                site: str | Site | None = None, cluster: bool = False, dry_run: bool = False,
+                sites: Folders = ()) -> Pruned:
+    """Evict least recently used images no running step holds beyond ``max_size`` (``500G`` or bytes; for the
+    importer's cache, default: its ``max_size``), and remove what dead conversions left (``ckit cache prune``).
+    Without ``folder``, ``site`` or ``cluster``: the personal store, whose cap the caller gives."""
     from ..config.limits import parse_size
     from ..storage.lease import stale_seconds
 
+    if _personal(folder, site, cluster):
+        from ..storage import personal
+        from ..storage.store import Store
+
+        if max_size is None:
+            raise ConfigError("no size to prune your store to", hint="pass --max-size SIZE (e.g. 20G)")
+        return personal.prune(Store(), parse_size(max_size, "--max-size"), stale_seconds(), dry_run=dry_run)
     cache, cfg = cache_folder(folder, site, sites=sites)
     limit = parse_size(max_size, "--max-size") if max_size is not None else (cfg.max_size if cfg else None)
     if limit is None:

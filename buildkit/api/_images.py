@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import BuildError
 from ..progress import Reporter
 from ._common import Folders, Log, folders, quiet, reporter, site_profile
+from ._outputs import cap_store
 
 if TYPE_CHECKING:
     from ..engine.base import BuildFailed
@@ -56,7 +57,7 @@ def build(stack: str, *, engine: str = "auto", to: str | None = None, sets: Sequ
           lock_file: str | Path | None = None, no_cache: bool = False, pull: bool = False,
           site: str | Site | None = None, recipes: Folders = (),
           sites: Folders = (), progress: Reporter | None = None, on_log: Log | None = None,
-          on_phase: Log = quiet) -> BuildResult:
+          on_phase: Log = quiet, max_size: int | None = None) -> BuildResult:
     """Build ``stack`` with an engine, then convert it to ``.sif``/``.sqsh`` (``ckit build``).
 
     Takes :func:`plan_build`'s options, and:
@@ -68,6 +69,8 @@ def build(stack: str, *, engine: str = "auto", to: str | None = None, sets: Sequ
         step only (the caller has shown the log), else it carries the log's tail and the whole log is kept in
         a file it names.
     :param on_phase: called with each phase's one-line message (cache hit, building, converting).
+    :param max_size: then evict the personal store's least recently used artifacts beyond this many bytes (never
+        the ones this build made or was served).
     :returns: the artifacts, as ``ckit build --json`` prints them (:meth:`BuildResult.as_json`).
     :raises BuildError: the engine's build failed.
     """
@@ -80,10 +83,12 @@ def build(stack: str, *, engine: str = "auto", to: str | None = None, sets: Sequ
     on_phase(f"engine: {prepared.plan.engine_reason}")
     line: Callable[[BuildEvent], None] = (lambda event: on_log(event.line)) if on_log else (lambda event: None)
     try:
-        return builder.execute(prepared.plan, prepared.engine, prepared.context, line, cached=prepared.cached,
-                               on_phase=on_phase, progress=reporter(progress), site=profile)
+        result = builder.execute(prepared.plan, prepared.engine, prepared.context, line, cached=prepared.cached,
+                                 on_phase=on_phase, progress=reporter(progress), site=profile)
     except BuildFailed as err:
         raise build_failure(err, prepared.plan.stack, log_shown=on_log is not None) from err
+    cap_store(max_size, [Path(a.location) for a in result.artifacts if a.kind != "image"])
+    return result
 
 
 def build_failure(err: BuildFailed, stack: str, *, log_shown: bool) -> BuildError:
@@ -107,25 +112,37 @@ def build_failure(err: BuildFailed, stack: str, *, log_shown: bool) -> BuildErro
 
 def convert(source: str, to: str, *, output: str | Path | None = None, compress: str | None = None,
             site: str | Site | None = None, insecure: bool = False, ca_file: str | Path | None = None,
-            sites: Folders = (), progress: Reporter | None = None) -> ConvertResult:
+            sites: Folders = (), progress: Reporter | None = None, max_size: int | None = None) -> ConvertResult:
     """Convert an image to ``.sif`` or Enroot ``.sqsh`` without root (``ckit convert``), through the store.
 
     :param source: the image: ``docker://REF``, ``docker-daemon:REF``, ``docker-archive:FILE``, ``oci:DIR``,
         ``oci-archive:FILE``, or a stack's tag.
     :param to: ``sif`` or ``sqsh``.
-    :param output: also write the artifact here (atomically).
+    :param output: also write the artifact here (atomically; a file there is replaced); a folder: the artifact is
+        written into it under the name :func:`output_name` gives (``ubuntu_22.04.sif``), which is never replaced
+        unless it is this very artifact already; None: the store's copy only.
     :param compress: ``ALGO[:LEVEL]`` (zstd, gzip, xz); default: one the target (and ``site``) reads.
     :param site: pick a compression this site's kernel mounts and its Singularity reads.
     :param insecure: plain http, no TLS verification (a registry source).
     :param ca_file: the CA bundle of the registry.
+    :param max_size: then evict the personal store's least recently used artifacts beyond this many bytes
+        (:mod:`buildkit.storage.personal`; never this one, nor one in use).
     :returns: the artifact (:meth:`ConvertResult.as_json` is ``ckit convert --json`` without ``source``).
     """
+    from dataclasses import replace
+
     from ..image.convert import convert as run_convert
     from ..registry.source import reader
+    from ._outputs import named_output, place_named
 
-    return run_convert(source, to, output=Path(output) if output is not None else None, compress=compress,
-                       site=site_profile(site, sites), progress=reporter(progress),
-                       registry=reader(insecure=insecure, ca_file=Path(ca_file) if ca_file else None))
+    named = named_output(source, to, Path(output)) if output is not None and Path(output).is_dir() else None
+    result = run_convert(source, to, output=Path(output) if output is not None and named is None else None,
+                         compress=compress, site=site_profile(site, sites), progress=reporter(progress),
+                         registry=reader(insecure=insecure, ca_file=Path(ca_file) if ca_file else None))
+    if named is not None:
+        result = replace(result, path=place_named(result.path, named))
+    cap_store(max_size, [result.path])
+    return result
 
 
 def inspect(file: str | Path) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from rich.console import Console
 from typer.core import TyperGroup
 
 from .. import __version__
+from ..config.user import STORE_MAX_SIZE
 from ..outside import ascii_float, ascii_int, shown
 from .flags import hoist_global_flags
 from .usage import ARGV_KEY, is_usage_error, reword
@@ -85,7 +86,7 @@ class Settings:
     given: list[str] = field(default_factory=list)  # --recipes/--sites as typed: the hints' commands repeat them
     commands: tuple[str, ...] = ()
     config: UserConfig | None = None  # flag > environment > config file > default (``ckit config show``)
-    store_max_size: int | None = None  # bytes: the personal store's cap (store.max_size, CKIT_STORE_MAX_SIZE)
+    store_max_size: int = STORE_MAX_SIZE  # bytes: the personal store's cap (store.max_size, CKIT_STORE_MAX_SIZE)
 
 
 SETTINGS = Settings()

@@ -11,16 +11,23 @@ import typer
 from ..outside import shown
 from .app import SETTINGS, DryRunOpt, JsonOpt, app, emit_json, info, say
 
-cache_app = typer.Typer(help="The shared image cache: what the Pyxis importer serves and `ckit stage` fills.",
-                        no_args_is_help=True)
+cache_app = typer.Typer(help="Your store of converted images (default), or a shared image cache (--cache, --site, "
+                             "--cluster).", no_args_is_help=True)
 importer_app = typer.Typer(help="Pyxis's image importer (plugstack.conf: importer=…/ckit-pyxis-importer).",
                            no_args_is_help=True)
 app.add_typer(cache_app, name="cache")
 app.add_typer(importer_app, name="pyxis-importer")
 
 FolderOpt = Annotated[Path | None, typer.Option(
-    "--cache", metavar="DIR", help="The cache folder (default: the importer's, from /etc/ckit/importer.yaml or "
-                                   "CKIT_CLUSTER_CACHE).")]
+    "--cache", metavar="DIR", help="A shared cache folder (default: your own store, CKIT_CACHE_DIR or "
+                                   "~/.cache/ckit).")]
+ClusterOpt = Annotated[bool, typer.Option("--cluster", help=(
+    "The Pyxis importer's cluster cache (/etc/ckit/importer.yaml or CKIT_CLUSTER_CACHE)."))]
+
+
+def store_max_size() -> int:
+    """The personal store's size cap in bytes (``ckit config show``: store.max_size, CKIT_STORE_MAX_SIZE)."""
+    return SETTINGS.store_max_size
 SiteOpt = Annotated[str | None, typer.Option("--site", metavar="SITE",
                                              help="Use the site's shared image folder (what `ckit stage` fills).")]
 
@@ -38,11 +45,11 @@ def _source(meta: dict[str, Any]) -> str:
 
 
 @cache_app.command("ls")
-def ls(folder: FolderOpt = None, site: SiteOpt = None, as_json: JsonOpt = False) -> None:
+def ls(folder: FolderOpt = None, site: SiteOpt = None, cluster: ClusterOpt = False, as_json: JsonOpt = False) -> None:
     """List the cached images: size, last use, the steps that hold them, whose tree holds them, their source."""
     from .. import api
 
-    listing = api.cache_ls(folder=folder, site=site, sites=SETTINGS.sites_dirs)
+    listing = api.cache_ls(folder=folder, site=site, cluster=cluster, sites=SETTINGS.sites_dirs)
     if as_json:
         emit_json(listing.as_json())
         return
@@ -55,7 +62,8 @@ def ls(folder: FolderOpt = None, site: SiteOpt = None, as_json: JsonOpt = False)
     for note in listing.notes:
         info(f"note: {note}")
     reuse = listing.reuse
-    info(f"{len(listing.entries)} images, {listing.total_size / 1e9:.2f} GB in {listing.cache}; your reuse records "
+    cap = f" (cap {store_max_size() / 1e9:.2f} GB: ckit config show)" if listing.personal else ""
+    info(f"{len(listing.entries)} images, {listing.total_size / 1e9:.2f} GB in {listing.cache}{cap}; your reuse records "
          f"{(reuse.kept_bytes + reuse.freed) / 1e6:.1f} MB ({reuse.freed / 1e6:.1f} MB of them no image needs: "
          "`ckit cache prune` removes those)")
 
@@ -73,16 +81,21 @@ def _user(uid: int) -> str:
 def prune(
     folder: FolderOpt = None,
     site: SiteOpt = None,
+    cluster: ClusterOpt = False,
     max_size: Annotated[str | None, typer.Option(
         "--max-size", metavar="SIZE", help="Evict least recently used images beyond this (e.g. 500G; default: "
-                                           "the importer's max_size). 0 empties everything no step holds.")] = None,
+                                           "your store's cap, CKIT_STORE_MAX_SIZE, 20G; the importer's max_size "
+                                           "with --cluster). 0 empties everything no step holds.")] = None,
     dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Evict least recently used images no running step holds, and remove what dead conversions left."""
     from .. import api
 
-    pruned = api.cache_prune(max_size=max_size, folder=folder, site=site, dry_run=dry_run, sites=SETTINGS.sites_dirs)
+    personal = folder is None and site is None and not cluster
+    size = max_size if max_size is not None or not personal else str(store_max_size())
+    pruned = api.cache_prune(max_size=size, folder=folder, site=site, cluster=cluster, dry_run=dry_run,
+                             sites=SETTINGS.sites_dirs)
     if as_json:
         emit_json(pruned.as_json())
         return

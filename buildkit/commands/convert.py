@@ -15,8 +15,10 @@ from .app import SETTINGS, JsonOpt, app, emit_json, info, progress, say
 def convert(
     source: Annotated[str, typer.Argument(metavar="SOURCE", help="Image: " + ", ".join(SOURCE_FORMS) + ".")],
     to: Annotated[str, typer.Option("--to", metavar="sif|sqsh", help="Target format.")],
-    output: Annotated[Path | None, typer.Option("-o", "--output", metavar="FILE",
-                                                help="Also write the artifact here (atomic).")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", metavar="FILE|DIR", help=(
+        "Where the artifact goes (atomic; a FILE there is replaced). Default: the current folder, named after the "
+        "image as apptainer pull names it (ubuntu_22.04.sif); a DIR: that name in DIR. A file of that name is never "
+        "replaced: name it with -o FILE to replace it."))] = None,
     compress: Annotated[str | None, typer.Option("--compress", metavar="ALGO[:LEVEL]",
                                                  help="Squashfs compression: zstd, gzip or xz, with an optional "
                                                       "level; zstd:-7..-1 are zstd's fast modes. Default: gzip:1 "
@@ -37,10 +39,12 @@ def convert(
 ) -> None:
     """Convert an image to .sif or Enroot .sqsh without root, apptainer or enroot."""
     from .. import api
+    from .cache import store_max_size
 
     with progress() as reporter:
-        result = api.convert(source, to, output=output, compress=compress, site=site, insecure=insecure,
-                                ca_file=ca_file, sites=SETTINGS.sites_dirs, progress=reporter)
+        result = api.convert(source, to, output=output or Path.cwd(), compress=compress, site=site,
+                             insecure=insecure, ca_file=ca_file, sites=SETTINGS.sites_dirs, progress=reporter,
+                             max_size=store_max_size())
     if as_json:
         emit_json({"source": source, **result.as_json()})
         return

@@ -106,8 +106,10 @@ def cancel_cmd(job: JobArg, site: SiteOpt = None, as_json: JsonOpt = False) -> N
     result = api.cancel(job, site=site, sites=SETTINGS.sites_dirs)
     if as_json:
         emit_json(result.as_json())
-    else:
+    elif result.cancelled:
         info(f"cancelled job {job}")
+    else:
+        info(f"job {job} had already ended ({result.state}): nothing to cancel")
 
 
 @app.command("shell", context_settings={"allow_interspersed_args": False})

@@ -8,7 +8,9 @@ from typing import Annotated
 import typer
 
 from ..launch import frameworks, nccl_report, runtimes, schedulers
+from ..launch.jobcontrol import JobEvent
 from ..launch.plan import LaunchRequest
+from ..outside import shown
 from .app import SETTINGS, DryRunOpt, JsonOpt, app, emit_json, info, number, say, warn, whole_number
 
 Opt = typer.Option
@@ -104,30 +106,53 @@ def launch(
     plan = api.plan_launch(site, request, sites=SETTINGS.sites_dirs, defaults=SETTINGS.config)
     for message in plan.warnings:
         warn(message)
-    result = api.execute(plan, schedulers.Execution(dry_run=dry_run, submit=do_submit, wait=wait, script=script))
+    watcher = _Watcher(show_output=not as_json)
+    result = api.execute(plan, schedulers.Execution(dry_run=dry_run, submit=do_submit, wait=wait, script=script,
+                                                    on_event=watcher if wait else None))
     for message in result.warnings[len(plan.warnings):]:
         warn(message)
-    _report(result, as_json)
+    _report(result, as_json, watched=watcher.submitted)
     if result.exit_code:
         raise typer.Exit(result.exit_code)
 
 
-def _report(result: schedulers.LaunchResult, as_json: bool) -> None:
+class _Watcher:
+    """What ``--submit --wait`` shows while it waits: the job's state on stderr each time it changes, then its
+    output as it is written (stdout; a separate ``-e`` log to stderr), unless stdout is for ``--json``."""
+
+    def __init__(self, *, show_output: bool) -> None:
+        self.show_output, self.submitted = show_output, False
+
+    def __call__(self, event: JobEvent) -> None:
+        if event.status is not None:
+            if not self.submitted:
+                info(f"submitted job {event.job_id}")
+            self.submitted = True
+            info(f"job {event.job_id}: {event.status.state}")
+        elif event.piece is not None and self.show_output:
+            if event.piece.skipped:
+                info(f"[{event.piece.skipped} bytes of the log left out here (CKIT_MAX_LOG_TAIL)]")
+            text = shown(event.piece.data.decode("utf-8", "surrogateescape"), lines=True)
+            typer.echo(text, nl=False, err=event.piece.stream == "error")
+
+
+def _report(result: schedulers.LaunchResult, as_json: bool, *, watched: bool = False) -> None:
     for target, local in result.files.items():
         info(f"wrote {local}: copy it to {target} on the platform")
-    if result.script:
+    if result.script and not watched:
         info(f"wrote {result.script}")
-    if result.job_id:
+    if result.job_id and not watched:
         info(f"submitted job {result.job_id}")
     if result.exit_code is not None:
-        info(f"job {result.job_id} finished with exit code {result.exit_code}; output: {result.output}")
+        info(f"job {result.job_id} finished with exit code {result.exit_code}; output: {result.output}"
+             + (f"; script: {result.script}" if watched else ""))
     for run in result.extra.get("nccl", []):
         info(nccl_report.NcclReport.from_dict(run).text().rstrip("\n"))
     if "nccl_error" in result.extra:
         warn(f"no nccl-tests report: {result.extra['nccl_error']}")
     if as_json:
         emit_json(result.as_json())
-    elif result.job_id:
+    elif result.job_id and not watched:  # waited for: stdout held the job's output, the id is on stderr
         say(result.job_id)
     elif not result.script or result.scheduler != "slurm":
         say(result.text, nl=False)

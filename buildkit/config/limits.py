@@ -38,6 +38,9 @@ LIMITS: dict[str, Limit] = {
                           "connection (GET/HEAD; other methods after 429/503 only)"),
     "http_retry_wait": Limit("CKIT_HTTP_RETRY_WAIT", 60, 0, "the longest wait before a retry, whatever "
                              "Retry-After says", integer=False),
+    "slurm_timeout": Limit("CKIT_SLURM_TIMEOUT", 30, 1, "seconds one Slurm command (squeue, scontrol, sacct, "
+                           "scancel, sbatch) may take before ckit stops it and says what to check (SLURM_CONF, "
+                           "slurmctld)", integer=False),
     # sizes of what is read into memory
     "pull_piece": Limit("CKIT_PULL_PIECE", 4 * MiB, 64 * KiB, "bytes of one range request when a blob larger "
                         "than two of them is fetched in pieces, several at once (all downloads hold at most eight)"),

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..fsutil import read_capped
+from ..fs.files import read_capped
 from ..outside import shown
 from . import limits
 
@@ -39,6 +39,8 @@ class Key:
     default: str  # what applies when nothing sets it, in words
 
 
+STORE_MAX_SIZE = 20 << 30  # the personal store's cap unless the user sets one: a few NGC images' worth
+
 KEYS: tuple[Key, ...] = (
     Key("site", "CKIT_SITE", "text", "the site of ckit launch and ckit shell without --site", "none (give --site)"),
     Key("account", "SBATCH_ACCOUNT", "text", "-A/--account of ckit launch and ckit shell", "none"),
@@ -49,7 +51,7 @@ KEYS: tuple[Key, ...] = (
         "the built-ins"),
     Key("sites", "CKIT_SITES_PATH", "folders", "site folders over the built-ins (after --sites)", "the built-ins"),
     Key("store.max_size", "CKIT_STORE_MAX_SIZE", "size", "your image store's size beyond which the least "
-        "recently used images are evicted (K, M, G, T: powers of 1024)", "no cap"),
+        "recently used images are evicted (K, M, G, T: powers of 1024)", "20G"),
 )
 _BY_NAME = {key.name: key for key in KEYS}
 _TABLES = {key.name.partition(".")[0] for key in KEYS if "." in key.name}
@@ -101,10 +103,10 @@ class UserConfig:
         return self.text("time")
 
     @property
-    def store_max_size(self) -> int | None:
-        """The store's size cap in bytes (``store.max_size``, ``CKIT_STORE_MAX_SIZE``); None: no cap."""
+    def store_max_size(self) -> int:
+        """The store's size cap in bytes (``store.max_size``, ``CKIT_STORE_MAX_SIZE``; default 20 GiB)."""
         value = self.get("store.max_size").value
-        return value if isinstance(value, int) else None
+        return value if isinstance(value, int) else STORE_MAX_SIZE
 
     def folders(self, kind: str) -> tuple[Path, ...]:
         """The ``recipes``/``sites`` folders ckit adds to the search path itself: the flags', then the file's.

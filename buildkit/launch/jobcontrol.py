@@ -109,6 +109,19 @@ class LogText:
 
 
 @dataclass(frozen=True)
+class JobEvent:
+    """News of a job being waited for (:meth:`JobControl.watch`): ``status`` when its state changed (the
+    first look too), or ``piece``, new bytes of its log."""
+
+    job_id: str
+    status: JobStatus | None = None
+    piece: LogPiece | None = None
+
+
+OnJobEvent = Callable[[JobEvent], None]
+
+
+@dataclass(frozen=True)
 class CancelResult:
     job_id: str
     cancelled: bool
@@ -170,15 +183,31 @@ class JobControl:
              records: Path | None = None) -> JobStatus:
         """Block until the job is over (its final status), or raise :class:`JobTimeout` after ``timeout``
         seconds (the job keeps running)."""
+        return self.watch(job_id, timeout=timeout, poll=poll, records=records)
+
+    def watch(self, job_id: str, logs: Sequence[tuple[str, Path]] = (), on_event: OnJobEvent | None = None, *,
+              timeout: float | None = None, poll: float = 1.0, records: Path | None = None) -> JobStatus:
+        """Wait for the job as :meth:`wait` does, telling ``on_event`` each change of its state and, once
+        written, each new piece of its ``logs`` (``(stream, path)`` pairs) until the job is over and they
+        were read to their end; its final status."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
+        seen: list[JobStatus] = []
+
+        def active() -> bool:
             status = self.status(job_id, records)
-            if status.done:
-                return status
-            if deadline is not None and time.monotonic() >= deadline:
+            if on_event is not None and (not seen or seen[-1].state != status.state):
+                on_event(JobEvent(job_id, status=status))
+            seen.append(status)
+            if status.active and deadline is not None and time.monotonic() >= deadline:
                 raise JobTimeout(f"job {job_id} is still {status.state} after {timeout:g} s",
                                  hint=f"wait longer, or stop it with `ckit cancel {job_id}`")
-            time.sleep(poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic())))
+            return status.active
+
+        step = poll if deadline is None else min(poll, max(0.05, timeout or 0.0))
+        for piece in follow(logs, job_id, active, step):
+            if on_event is not None:
+                on_event(JobEvent(job_id, piece=piece))
+        return seen[-1]
 
 
 def parse_since(text: str, now: float) -> float:

@@ -9,9 +9,10 @@ import secrets
 import time
 from pathlib import Path
 
-from ..errors import CommandFailed, ConfigError, LaunchError
-from ..outside import ascii_int
-from ..process import require, run, which
+from ..config import limits
+from ..errors import CommandFailed, CommandTimeout, ConfigError, LaunchError
+from ..outside import ascii_int, shown
+from ..process import Result, require, run, which
 from .jobcontrol import JobEntry
 
 _JOB_ID = re.compile(r"[0-9]+(_[0-9]+)?")  # ASCII digits: \d and str.isdigit take every script's
@@ -27,10 +28,29 @@ def check_job_id(job_id: str) -> str:
     return job_id
 
 
-def _slurm(argv: list[str], step: str, env: dict[str, str] | None = None) -> str:
+def slurm_run(argv: list[str], step: str, *, check: bool = True, env: dict[str, str] | None = None,
+              cwd: Path | None = None, unset: tuple[str, ...] = ()) -> Result:
+    """A Slurm client command, bounded by ``CKIT_SLURM_TIMEOUT``: Slurm's clients retry an unreadable
+    ``SLURM_CONF`` or an unreachable controller for a minute or more without a word, so a command that does not
+    answer in time is stopped and named, with what to check."""
     require(argv[0], purpose=step, package="slurm-client")
+    conf = os.environ.get("SLURM_CONF")
+    if conf and not Path(conf).is_file():  # squeue would retry reading it for 60 s
+        raise ConfigError(f"SLURM_CONF={shown(conf)} names no file, so {argv[0]} cannot {step}",
+                          hint="unset SLURM_CONF or point it at the cluster's slurm.conf")
+    timeout = limits.get("slurm_timeout")
     try:
-        return run(argv, step=step, timeout=60, env=env).stdout
+        return run(argv, step=step, timeout=timeout, env=env, check=check, cwd=cwd, unset=unset)
+    except CommandTimeout as err:
+        where = f"SLURM_CONF={shown(conf)}" if conf else "the default slurm.conf (SLURM_CONF is not set)"
+        raise LaunchError(f"{argv[0]} did not answer within {timeout:g} s ({step}): the Slurm controller named "
+                          f"by {where} is not reachable", hint="check SLURM_CONF and that slurmctld runs "
+                          "(`scontrol ping`); CKIT_SLURM_TIMEOUT sets how long ckit waits") from err
+
+
+def _slurm(argv: list[str], step: str, env: dict[str, str] | None = None) -> str:
+    try:
+        return slurm_run(argv, step, env=env).stdout
     except CommandFailed as err:
         raise LaunchError(f"{argv[0]} failed: {err.stderr_tail.strip()}",
                           hint="is the Slurm controller reachable (SLURM_CONF)?") from err
@@ -75,9 +95,7 @@ def exit_code(text: str) -> int | None:
 
 def job_fields(job_id: str) -> dict[str, str]:
     """``scontrol show job`` as a dict (empty when the controller no longer knows the job)."""
-    require("scontrol", purpose="read the job", package="slurm-client")
-    result = run(["scontrol", "show", "job", "--oneliner", check_job_id(job_id)], step="scontrol", check=False,
-                 timeout=60)
+    result = slurm_run(["scontrol", "show", "job", "--oneliner", check_job_id(job_id)], "read the job", check=False)
     if result.returncode != 0:
         return {}
     return dict(field.split("=", 1) for field in result.stdout.split() if "=" in field)
@@ -87,8 +105,8 @@ def past_job_fields(job_id: str) -> dict[str, str]:
     """A finished job from accounting (``sacct``), as JobState/ExitCode; empty without accounting."""
     if not which("sacct"):
         return {}
-    result = run(["sacct", "-X", "-n", "-P", "-j", check_job_id(job_id), "-o", "State,ExitCode"], step="sacct",
-                 check=False, timeout=60)
+    result = slurm_run(["sacct", "-X", "-n", "-P", "-j", check_job_id(job_id), "-o", "State,ExitCode"],
+                       "read the job's accounting", check=False)
     line = result.stdout.strip().splitlines()[0] if result.returncode == 0 and result.stdout.strip() else ""
     if "|" not in line:
         return {}
@@ -105,7 +123,7 @@ def history(user: str | None, since: float) -> list[JobEntry] | None:
     start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since))
     argv = ["sacct", "-X", "-n", "--parsable2", f"--delimiter={token}", "-S", start, "-E", "now",
             "-o", ",".join(_SACCT_FIELDS)] + (["-u", user] if user else ["--allusers"])
-    result = run(argv, step="sacct", check=False, timeout=60)
+    result = slurm_run(argv, "list past jobs", check=False)
     if result.returncode != 0:
         return None
     return parse_history(result.stdout, token)
@@ -136,7 +154,12 @@ def parse_history(out: str, token: str) -> list[JobEntry]:
 
 
 def cancel(job_id: str) -> None:
-    _slurm(["scancel", check_job_id(job_id)], "cancel the job")
+    """``scancel JOB``; an error when scancel says one (some versions print it and still exit 0)."""
+    result = slurm_run(["scancel", check_job_id(job_id)], "cancel the job", check=False)
+    said = (result.stderr or result.stdout).strip()
+    if result.returncode != 0 or "error" in said.lower():
+        raise LaunchError(f"scancel could not cancel job {job_id}: {said or f'exit code {result.returncode}'}",
+                          hint="ckit jobs lists your jobs in the queue")
 
 
 def log_in(cwd: Path, job_id: str) -> Path | None:

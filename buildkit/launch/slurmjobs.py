@@ -5,11 +5,12 @@ job on a cluster without accounting."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import LaunchError
 from . import jobrecord, slurmctl
-from .jobcontrol import CancelResult, JobControl, JobEntry, JobLogs, JobStatus
+from .jobcontrol import CancelResult, JobControl, JobEntry, JobLogs, JobStatus, OnJobEvent
 
 
 def _iso(seconds: float) -> str:
@@ -82,15 +83,25 @@ class SlurmJobControl(JobControl):
                           f"*-{job_id}.out or *.o{job_id} is here)",
                           hint="run ckit logs in the folder the job was submitted from")
 
-    def waited_exit_code(self, job_id: str, records: Path | None = None, poll: float = 1.0) -> int:
-        """Wait for the job; its exit code (``ckit launch --wait``)."""
-        status = self.wait(job_id, records=records, poll=poll)
+    def waited_exit_code(self, job_id: str, records: Path | None = None, poll: float = 1.0,
+                         logs: Sequence[tuple[str, Path]] = (), on_event: OnJobEvent | None = None) -> int:
+        """Wait for the job; its exit code (``ckit launch --wait``). ``on_event`` hears its state changes and
+        its ``logs`` as they are written (:meth:`~JobControl.watch`)."""
+        status = self.watch(job_id, logs, on_event, records=records, poll=poll)
         if status.exit_code is None:
             raise LaunchError(f"job {job_id}: the controller no longer knows it and accounting has no record",
                               hint="read its log with ckit logs")
         return status.exit_code
 
     def cancel(self, job_id: str) -> CancelResult:
+        """Cancel a job in the queue; a job that already ended is left as it is (``cancelled`` False, its
+        state); a job the controller does not know is an error (a typo must not read as done)."""
+        state = slurmctl.job_fields(self.check_job_id(job_id)).get("JobState")
+        if state is None:
+            raise LaunchError(f"job {job_id}: the Slurm controller does not know it, nothing was cancelled",
+                              hint="ckit jobs lists your jobs in the queue (ckit jobs --since 1d the past ones)")
+        if state not in slurmctl.ACTIVE_STATES:
+            return CancelResult(job_id, False, state)
         slurmctl.cancel(job_id)
         return CancelResult(job_id, True, slurmctl.job_fields(job_id).get("JobState"))
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from ..errors import CommandFailed, LaunchError
 from ..fs.files import atomic_path
-from ..process import require, run
 
 
 @dataclass(frozen=True)
@@ -40,9 +39,11 @@ DECIDED = ("SBATCH_ACCOUNT", "SBATCH_PARTITION", "SBATCH_TIMELIMIT")
 
 def submit(script: Path, *, cwd: Path | None = None) -> Submission:
     """``sbatch --parsable SCRIPT``: the job id (the scheduler's job control follows the job from there)."""
-    require("sbatch", purpose="submit the job", package="slurm-client")
+    from .slurmctl import slurm_run
+
     try:
-        result = run(["sbatch", "--parsable", str(script)], step="sbatch", cwd=cwd or script.parent, unset=DECIDED)
+        result = slurm_run(["sbatch", "--parsable", str(script)], "submit the job", cwd=cwd or script.parent,
+                           unset=DECIDED)
     except CommandFailed as err:
         raise LaunchError(f"sbatch rejected {script}: {err.stderr_tail.strip()}",
                           hint="check the partition, account and resources with `ckit sites show`") from err

@@ -220,7 +220,7 @@ def test_a_stuck_converter_does_not_wedge_the_local_store(tmp_path: Path) -> Non
     try:
         began = time.monotonic()
         done = subprocess.run([CKIT, "convert", f"oci:{layout}:t", "--to", "sqsh", "--json"], capture_output=True,  # noqa: S603
-                              text=True, timeout=90, check=False,
+                              text=True, timeout=90, check=False, cwd=tmp_path,
                               env={**os.environ, "CKIT_CACHE_DIR": str(root), "CKIT_LOCK_STALE_SECONDS": "3"})
         assert done.returncode == 0, done.stderr
         assert 3 <= time.monotonic() - began < 60

@@ -95,7 +95,7 @@ def test_converting_the_second_image_succeeds(two_images: tuple[str, str], tmp_p
     fewer, whole = two_images
     monkeypatch.setenv("CKIT_CACHE_DIR", str(tmp_path / "cache"))  # a fresh store
     out = tmp_path / f"whole.{target}"
-    assert main(["-q", "convert", f"docker-daemon:{fewer}", "--to", target]) == 0
+    assert main(["-q", "convert", f"docker-daemon:{fewer}", "--to", target, "-o", str(tmp_path)]) == 0
     argv = ["convert", f"docker-daemon:{whole}", "--to", target, "-o", str(out)]
     if how == "terminal":
         env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "150"}

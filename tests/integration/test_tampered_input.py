@@ -88,12 +88,12 @@ def test_a_store_entry_changed_in_place_is_made_again_not_served(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")  # else the superblock holds each conversion's time
     source = oci_layout(tmp_path / "layout", [LAYER])
-    first = ckit(tmp_path, "convert", source, "--to", "sqsh", "--json")
+    first = ckit(tmp_path, "convert", source, "--to", "sqsh", "--json", "-o", str(tmp_path / "out.sqsh"))  # a link of the store's
     assert first.returncode == 0, first.stderr
     stored = Path(json.loads(first.stdout)["path"])
     original = stored.read_bytes()
     flip(stored, at=len(original) // 2)  # the same size, other bytes
-    again = ckit(tmp_path, "convert", source, "--to", "sqsh", "--json")
+    again = ckit(tmp_path, "convert", source, "--to", "sqsh", "--json", "-o", str(tmp_path / "out.sqsh"))
     assert again.returncode == 0, again.stderr
     result = json.loads(again.stdout)
     assert result["cache_hit"] is False and result["reused_bytes"] == 0  # nothing copied from the changed file

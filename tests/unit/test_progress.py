@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager, contextmanager
 import pytest
 from rich.console import Console
 
-from buildkit.commands.progress_bars import live_reporter
+from buildkit.commands.progress_bars import Speedometer, live_reporter, time_text
 from buildkit.progress import SILENT, Meter, Reporter, scoped
 
 
@@ -98,3 +98,47 @@ def test_scoped_passes_calls_on_until_the_end_and_removes_the_display_after() ->
         report_everything(meter)
     report_everything(meter)
     assert calls == [5, ("total", 10, 1), ("total", None, None), "late work", "removed"]
+
+
+# --- what a line shows: the bar at 80 columns, an ETA that moves ------------------------------------------------
+
+def _lines(width: int, description: str) -> list[str]:
+    console = Console(file=io.StringIO(), force_terminal=True, width=width, color_system=None)
+    with live_reporter(console, enabled=True) as reporter, reporter.meter(description, total=10**9) as meter:
+        meter(3 * 10**8)
+        table = Console(file=io.StringIO(), width=width, color_system=None)
+        table.print(reporter.bar.make_tasks_table(reporter.bar.tasks))  # type: ignore[attr-defined]
+        return table.file.getvalue().splitlines()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_a_long_description_is_cut_and_the_bar_stays_on_the_line(width: int) -> None:
+    step = "step 4/9: RUN pip install --no-cache-dir torch==2.3.1 torchvision numpy scipy pandas"
+    lines = _lines(width, step)
+    assert len(lines) == 1 and len(lines[0]) <= width, lines
+    assert "━" in lines[0] and "300.0 MB/1.0 GB" in lines[0] and "eta " in lines[0]
+    assert lines[0].startswith("step 4/9: RUN pip") and "…" in lines[0]
+
+
+def test_the_rate_decays_while_nothing_arrives_and_the_line_says_stalled() -> None:
+    now = [0.0]
+    speed = Speedometer(window=10, clock=lambda: now[0])
+    assert speed.rate() is None and speed.stalled_for() is None
+    for _ in range(5):
+        now[0] += 1
+        speed.add(20)
+    assert speed.rate() == 20.0 and speed.stalled_for() is None  # 100 units over 5 s
+    now[0] = 8.0
+    assert speed.rate() == 12.5 and speed.stalled_for() is None  # the pause counts: the ETA grows
+    now[0] = 10.0
+    assert speed.stalled_for() == 5.0
+    now[0] = 40.0
+    assert speed.rate() == 0.0 and speed.stalled_for() == 35.0
+
+    class _Task:
+        total, completed, elapsed, time_remaining = 1000.0, 100.0, 40.0, 9.0
+        fields = {"speed": speed}
+
+    assert time_text(_Task()) == "stalled 0:00:35"  # type: ignore[arg-type]
+    speed.add(50)
+    assert time_text(_Task()) == "eta 0:03:00"  # type: ignore[arg-type]  # 900 left at 50 units / 10 s

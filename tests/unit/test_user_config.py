@@ -148,7 +148,7 @@ def test_sbatch_does_not_get_the_variables_ckit_decided(monkeypatch) -> None:
     """sbatch lets SBATCH_PARTITION override the script's #SBATCH line: the -p given on the line would be lost."""
     import subprocess
 
-    from buildkit.launch import submit
+    from buildkit.launch import slurmctl, submit
 
     seen: dict[str, object] = {}
 
@@ -158,7 +158,7 @@ def test_sbatch_does_not_get_the_variables_ckit_decided(monkeypatch) -> None:
 
     monkeypatch.setenv("SBATCH_PARTITION", "batch")
     monkeypatch.setenv("SBATCH_EXCLUSIVE", "1")
-    monkeypatch.setattr(submit, "require", lambda *a, **k: None)
+    monkeypatch.setattr(slurmctl, "require", lambda *a, **k: None)
     monkeypatch.setattr(subprocess, "run", fake_run)
     assert submit.submit(Path("/x.sbatch")).job_id == "42"
     env = seen["env"]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import ConfigError
 from ..backend import Registry
-from ..jobcontrol import JobControl
+from ..jobcontrol import JobControl, OnJobEvent
 
 if TYPE_CHECKING:
     from ...site.model import Site
@@ -32,6 +32,7 @@ class Execution:
     script: Path | None = None  # where the job file goes (dlws: the folder for its files)
     cwd: Path = field(default_factory=Path.cwd)
     records: Path | None = None  # the folder of ckit's job records (default: the user's, jobrecord.py)
+    on_event: OnJobEvent | None = None  # with wait: told the job's state changes and its log as it is written
 
 
 @dataclass

@@ -233,8 +233,11 @@ class Slurm(SlurmJobControl, SchedulerBackend):
                                             path), how.records)
         result.warnings += (note,) if note else ()
         if how.wait:
-            result.exit_code = self.waited_exit_code(done.job_id, how.records)
             log = slurmctl.log_path(plan.request.output or f"{plan.name}-%j.out", done.job_id, plan.name, how.cwd)
+            error = slurmctl.log_path(plan.request.error, done.job_id, plan.name, how.cwd) if plan.request.error else None
+            logs = [("output", log)] if log else []
+            logs += [("error", error)] if error and error != log else []
+            result.exit_code = self.waited_exit_code(done.job_id, how.records, logs=logs, on_event=how.on_event)
             result.output = str(log) if log else None
             from .. import frameworks
 
