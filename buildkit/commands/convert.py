@@ -20,15 +20,14 @@ def convert(
         "image as apptainer pull names it (ubuntu_22.04.sif); a DIR: that name in DIR. A file of that name is never "
         "replaced: name it with -o FILE to replace it."))] = None,
     compress: Annotated[str | None, typer.Option("--compress", metavar="ALGO[:LEVEL]",
-                                                 help="Squashfs compression: zstd, gzip or xz, with an optional "
-                                                      "level; zstd:-7..-1 are zstd's fast modes. Default: gzip:1 "
-                                                      "for sif, which every Singularity and Apptainer runs "
-                                                      "(SingularityCE refuses zstd, Apptainer reads it from 1.4; "
-                                                      "zstd:1 takes 0.4x its CPU time for 2% fewer bytes on a "
-                                                      "1.4 GB image, README), zstd:1 for a --site that reads it; zstd:-3 "
-                                                      "for sqsh, gzip:1 if the --site cannot mount zstd. Without a "
-                                                      "level, the target's level for that algorithm; lz4 and lzo "
-                                                      "are not written.")] = None,
+                                                 help="Squashfs compression: zstd, gzip, lz4 or xz, with an "
+                                                      "optional level; zstd:-7..-1 are zstd's fast modes. Default: "
+                                                      "gzip:1 for sif, which every Singularity and Apptainer runs "
+                                                      "(SingularityCE refuses zstd, Apptainer reads it from 1.4), "
+                                                      "zstd:1 for a --site that reads it; zstd:-3 for sqsh, lz4:1 for "
+                                                      "a --site whose Pyxis starts from the file with squashfuse, "
+                                                      "gzip:1 if the --site cannot mount zstd. Without a level, the "
+                                                      "target's level for that algorithm; lzo is not written.")] = None,
     site: Annotated[str | None, typer.Option("--site", metavar="SITE",
                                              help="Pick a compression the site's kernel mounts and its "
                                                   "Singularity/Apptainer version reads.")] = None,

@@ -1,6 +1,6 @@
 """The limits every read of input is held to: sizes, nesting, network deadlines and retries, in one table.
 
-Each limit has a default and an environment variable that changes it (README, "Safety"). Values are read
+Each limit has a default and an environment variable that changes it (docs/safety.md). Values are read
 when they are used, so a test or a wrapper script can set them per run; a value that is not a number in
 range is bad input (exit 2) naming the variable.
 """

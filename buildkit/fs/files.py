@@ -310,7 +310,7 @@ def read_capped(path: Path | str, limit: int, what: str, *, error: type[CkitErro
             raise error(f"{what}: {path} is {_kind(st.st_mode)}, not a regular file")
         if st.st_size > limit:
             raise error(f"{what}: {path} is {st.st_size} bytes, more than the {limit} ckit reads",
-                        hint="the file is not what ckit expects there (see README, Safety, for the limits)")
+                        hint="the file is not what ckit expects there (the limits: docs/safety.md)")
         data = handle.read(limit + 1)
     if len(data) > limit:
         raise error(f"{what}: {path} is larger than {limit} bytes")

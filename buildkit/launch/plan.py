@@ -47,7 +47,7 @@ def classify_image(value: str, site: Site, runtime: Runtime) -> Image:
         raise ConfigError(f"--image {value!r} is not an image", hint="give a path, a registry reference or a stack name")
     if names_a_file(value):
         return Image("path", value)
-    # lazy for start-up time (README, design notes): the CLI imports this module for --help
+    # lazy for start-up time (docs/design.md): the CLI imports this module for --help
     from ..storage.lookup import find_staged
     from .runtimes import REGISTRY
 

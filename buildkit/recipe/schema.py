@@ -202,7 +202,7 @@ def _table(schema: dict[str, Any]) -> list[str]:
 
 
 def reference_markdown() -> str:
-    """The README's recipe key reference, generated from the schemas: every key, ``kind`` included."""
+    """The recipe file reference (a generated page of the docs site) from the schemas: every key, ``kind`` included."""
     lines: list[str] = []
     for kind in ("stack", "base", "addon", "facts"):
         lines += [f"**{kind}** files (`recipes/{FOLDERS[kind]}/NAME.yaml`):", "", *_table(SCHEMAS[kind]), ""]

@@ -210,4 +210,4 @@ def check_mode(path: Path, st: os.stat_result) -> None:
         who = "every user" if st.st_mode & 0o002 else "its group"
         raise ConfigError(f"cache folder {path} may be written by {who} but has no sticky bit: anyone of them could "
                           "replace or delete another user's images",
-                          hint=f"as its owner or root: chmod +t {path}  (see the README: the cluster image cache)")
+                          hint=f"as its owner or root: chmod +t {path}  (see docs/cluster-cache.md)")

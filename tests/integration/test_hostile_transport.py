@@ -3,7 +3,7 @@
 The registry serves one ``.sif`` artifact; each test scripts one misbehaviour: a body or headers that drip one byte
 at a time, a blob shorter or far longer than announced, endless manifest, error and token bodies, 429 and 5xx with
 and without ``Retry-After``, a bad ``Range`` on a chunked upload, a redirect loop. Limits are set small through
-their environment variables (README, Safety) so that each case takes seconds.
+their environment variables (docs/safety.md) so that each case takes seconds.
 """
 
 from __future__ import annotations

@@ -195,16 +195,6 @@ def test_def_reads_back_with_spython(stack: str, tmp_path) -> None:
     assert parsed.files == [f"{c.context} {c.dest}" for c in copies]
 
 
-def test_readme_recipe_reference_matches_the_schema() -> None:
-    from pathlib import Path
-
-    from buildkit.recipe.schema import reference_markdown
-
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    block = readme.split("<!-- recipe-reference:start -->\n", 1)[1].split("<!-- recipe-reference:end -->", 1)[0]
-    assert block == reference_markdown()
-
-
 @pytest.mark.parametrize(("renderer", "what"), [(dockerfile, "Dockerfile"), (singularity, "Singularity .def")])
 def test_a_step_kind_a_renderer_does_not_know_fails_instead_of_vanishing(renderer, what: str) -> None:
     """A step the renderer has no writer for was silently left out (an image without it); now it is an error."""

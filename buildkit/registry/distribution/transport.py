@@ -241,7 +241,7 @@ def _read_all(response: requests.Response, limit: int, what: str) -> bytes:
         total += len(data)
         if total > limit:
             raise RegistryError(f"{what}: the answer is larger than the {limit} bytes ckit reads for it",
-                                hint="the server is misbehaving or hostile (see README, Safety, for the limits)")
+                                hint="the server is misbehaving or hostile (the limits: docs/safety.md)")
     return b"".join(parts)
 
 
