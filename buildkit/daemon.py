@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
-from .errors import ConfigError
+from .errors import CkitError, ConfigError
 
 if TYPE_CHECKING:
     import docker
@@ -237,3 +237,17 @@ def short_error(err: BaseException) -> str:
         if marker in str(err):
             return marker.lower()
     return text[:200]
+
+
+def local_image(ref: str, text: str, unreachable: type[CkitError], daemon: Daemon | None = None) -> dict[str, Any]:
+    """The engine's inspect document of the image ``ref`` (``text``: as the user wrote it); ``unreachable`` (the
+    caller's error class) when the engine cannot be asked, ConfigError when it has no such image."""
+    try:
+        image = (daemon or connect()).inspect_image(ref)
+    except (EngineAPIError, OSError) as err:
+        raise unreachable(f"{text}: cannot reach the engine: {short_error(err)}",
+                          hint="start Docker or `podman system service`, or set DOCKER_HOST") from err
+    if image is None:
+        raise ConfigError(f"{text}: no such image in the engine",
+                          hint="check `docker images` / `podman images`, or build it first")
+    return image

@@ -8,8 +8,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ...daemon import Daemon, EngineAPIError, connect, short_error
-from ...errors import ConfigError, ConvertError
+from ...daemon import Daemon, EngineAPIError, connect, local_image, short_error
+from ...errors import ConvertError
 from . import engine_storage
 from .base import Identity, LayerBlob, Materialized, Reader, Source, short
 from .docker_archive import DockerArchive
@@ -37,14 +37,10 @@ class DaemonSource(Source):
         if self._image is None:
             try:
                 self._daemon = self._daemon or connect()
-                image = self._daemon.inspect_image(self.ref)
             except (EngineAPIError, OSError) as err:
                 raise ConvertError(f"{self.text}: cannot reach the engine: {short_error(err)}",
                                    hint="start Docker or `podman system service`, or set DOCKER_HOST") from err
-            if image is None:
-                raise ConfigError(f"{self.text}: no such image in the engine",
-                                  hint="check `docker images` / `podman images`, or build it first")
-            self._image = image
+            self._image = local_image(self.ref, self.text, ConvertError, self._daemon)
         return self._image
 
     def _connected(self) -> Daemon:

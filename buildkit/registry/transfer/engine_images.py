@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ...daemon import EngineAPIError, connect, short_error
-from ...errors import ConfigError, RegistryError
+from ...daemon import connect, local_image
+from ...errors import RegistryError
 from ...oci.labels import FINGERPRINT
 from ...oci.sources import SourceSpec
 
@@ -20,14 +20,7 @@ def stack_image(fingerprint: str) -> str | None:
 
 def image_record(spec: SourceSpec) -> tuple[str, int | None]:
     """The engine's ID (``sha256:…``, the config digest) and size of a ``docker-daemon:`` image, without a save."""
-    try:
-        image = connect().inspect_image(spec.ref or "")
-    except (EngineAPIError, OSError) as err:
-        raise RegistryError(f"{spec.text}: cannot reach the engine: {short_error(err)}",
-                            hint="start Docker or `podman system service`, or set DOCKER_HOST") from err
-    if image is None:
-        raise ConfigError(f"{spec.text}: no such image in the engine",
-                          hint="check `docker images` / `podman images`, or build it first")
+    image = local_image(spec.ref or "", spec.text, RegistryError)
     image_id = str(image["Id"])
     size = image.get("Size")
     return (image_id if image_id.startswith("sha256:") else "sha256:" + image_id), \
