@@ -135,3 +135,12 @@ def test_on_the_command_line_the_hint_repeats_the_folders(engine: list[Replaying
     assert shlex.split(pasted) == ["ckit", "--recipes", str(folder), "build", "hello", "--set", "files.dest=/opt/x",
                                    "--set", "debian.registry=MIRROR/library"]
     assert "Traceback" not in err
+
+
+def test_the_page_the_hint_names_has_that_section() -> None:
+    from buildkit.orchestration.basepull import DOCS
+    from tests import doctext
+
+    page, anchor = DOCS.split("#")
+    assert anchor == "offline-or-behind-a-proxy"
+    assert "\n## Offline or behind a proxy\n" in (doctext.ROOT / page).read_text()
