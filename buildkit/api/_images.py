@@ -99,15 +99,16 @@ def build_failure(err: BuildFailed, stack: str, *, log_shown: bool) -> BuildErro
     from ..storage.store import default_root
 
     where = f" at {err.step}" if err.step else ""
+    advice = f"{err.advice}\n  " if err.advice else ""
     if log_shown:
-        return BuildError(f"build failed{where}: {err.cause}", hint="the build log is above")
+        return BuildError(f"build failed{where}: {err.cause}", hint=f"{advice}the build log is above")
     lines = err.log.splitlines()
     log_file = default_root() / "logs" / f"build-{stack}.log"
     log_file.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(log_file, (err.log + "\n").encode())
     tail = "\n".join(lines[-LOG_TAIL_LINES:])
     return BuildError(f"build failed{where}: {err.cause}\n--- last {min(len(lines), LOG_TAIL_LINES)} lines of "
-                      f"the build log ---\n{tail}", hint=f"the whole log is in {log_file}")
+                      f"the build log ---\n{tail}", hint=f"{advice}the whole log is in {log_file}")
 
 
 def convert(source: str, to: str, *, output: str | Path | None = None, compress: str | None = None,

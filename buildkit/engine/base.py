@@ -28,6 +28,7 @@ class BuildFailed(BuildError):
 
     def __init__(self, cause: str, *, step: str | None, log: list[str], hint: str | None = None) -> None:
         self.step, self.cause = step, cause
+        self.advice = hint  # what to do, when the engine knows more than "fix the step"
         self.log = "\n".join(log)
         tail = "\n".join(log[-LOG_TAIL_LINES:])
         where = f" at {step}" if step else ""

@@ -131,8 +131,10 @@ class DockerEngine:
         if not self.address.startswith("unix://") or docker_config(self._env or os.environ) is not None:
             result = self._sdk_build(body, request, labels, listener)
         else:  # the socket directly: the SDK's import would cost a build more than its first steps
+            proxies = proxy_build_args(self._env or os.environ)
             params = {"t": request.tag, "rm": "1", "forcerm": "1", "nocache": "1" if request.no_cache else "0",
-                      "pull": "1" if request.pull else "0", **({"labels": json.dumps(labels)} if labels else {})}
+                      "pull": "1" if request.pull else "0", **({"labels": json.dumps(labels)} if labels else {}),
+                      **({"buildargs": json.dumps(proxies)} if proxies else {})}
             try:
                 result = follow_build_stream(self.daemon.build(body, params), listener)
             except EngineAPIError as err:
@@ -155,12 +157,24 @@ class DockerEngine:
         try:
             stream: Iterator[Mapping[str, Any]] = self.client.api.build(
                 fileobj=io.BytesIO(body), custom_context=True, tag=request.tag, decode=True, rm=True, forcerm=True,
-                labels=labels, timeout=None, nocache=request.no_cache, pull=request.pull)
+                labels=labels, timeout=None, nocache=request.no_cache, pull=request.pull,
+                buildargs=proxy_build_args(self._env or os.environ) or None)
             return follow_build_stream(stream, listener)
         except docker.errors.APIError as err:
             raise refused(request, str(err.explanation or err)) from err
         except requests.exceptions.ConnectionError as err:
             raise lost(self.address, err) from err
+
+
+# Docker's predefined build args: every RUN step sees them without an ARG line, and docker history leaves them out
+PROXY_VARIABLES = tuple(name for base in ("HTTP_PROXY", "HTTPS_PROXY", "FTP_PROXY", "NO_PROXY", "ALL_PROXY")
+                        for name in (base, base.lower()))
+
+
+def proxy_build_args(env: Mapping[str, str]) -> dict[str, str]:
+    """The proxy variables of the user's environment, as build args: the engine's daemon does not hand its own
+    environment to RUN steps (the docker CLI sends these from its config; the API build has no CLI)."""
+    return {name: env[name] for name in PROXY_VARIABLES if env.get(name)}
 
 
 def refused(request: BuildRequest, why: str) -> BuildError:

@@ -19,7 +19,7 @@ from .. import __version__
 from ..engine.base import BuildEvent, BuildListener, BuildRequest, BuiltImage, Engine, context_digest
 from ..engine.docker import DockerEngine
 from ..engine.select import AUTO_ORDER, Selection, get_engine, select_engine
-from ..errors import ConfigError
+from ..errors import BuildError, ConfigError
 from ..fs.files import check_output
 from ..image.convert import TARGETS as CONVERTED
 from ..image.convert import convert_many
@@ -30,6 +30,7 @@ from ..recipe.catalog import Catalog
 from ..registry.distribution.reference import parse
 from ..render.context import ContextFile, build_context
 from ..storage.store import export
+from .basepull import BaseSource, explain
 from .locked import check_lock, read_lock
 
 if TYPE_CHECKING:
@@ -92,6 +93,7 @@ class BuildPlan:
     cached: bool | None = None  # None until the engine was asked
     no_cache: bool = False  # every step runs again
     pull: bool = False  # the base image is pulled again
+    source: BaseSource | None = field(default=None, compare=False)  # the base and the line: a failed pull's hint
 
     def request(self, context: Sequence[ContextFile]) -> BuildRequest:
         return BuildRequest(context=context, key=self.build_key, tag=self.tag, labels=dict(self.labels),
@@ -166,8 +168,11 @@ def plan_build(
     base_override: str | None = None,
     no_cache: bool = False,
     pull: bool = False,
+    sets: Sequence[str] = (),
+    ngc: str | None = None,
 ) -> BuildPlan:
-    """Everything ``execute`` will do, computed from its inputs alone."""
+    """Everything ``execute`` will do, computed from its inputs alone (``sets``, ``ngc``: the line's, which the
+    hint of a base the engine cannot fetch repeats)."""
     build_key = context_digest(context)
     stem = f"{resolved.stack}-{resolved.fingerprint[:12]}{'-locked' if base_override else ''}"
     file_outputs = tuple(Output(t, output_dir / f"{stem}.{t}") for t in targets if t != "image")
@@ -187,7 +192,15 @@ def plan_build(
         outputs=file_outputs,
         no_cache=no_cache,
         pull=pull,
+        source=BaseSource(resolved.stack, base_override or resolved.base_image, resolved.base.name,
+                          _registry(resolved.base.params), tuple(sets), ngc, base_override is not None),
     )
+
+
+def _registry(params: Sequence[tuple[str, Any]]) -> str | None:
+    """The value of a base's ``registry`` parameter (debian, ubuntu), None when it has none."""
+    value = dict(params).get("registry")
+    return value if isinstance(value, str) else None
 
 
 def check_cache(plan: BuildPlan, engine: Engine, context: Sequence[ContextFile]) -> tuple[BuildPlan, BuiltImage | None]:
@@ -249,7 +262,12 @@ def execute(
         on_phase(f"building {plan.stack} with {plan.engine} -> {plan.product_name}")
         with progress.meter(f"building {plan.stack}", unit="steps") as meter:
             meter.describe(f"building {plan.stack}: starting")
-            built = engine.build(plan.request(context), _metered(plan.stack, listener, meter))
+            try:
+                built = engine.build(plan.request(context), _metered(plan.stack, listener, meter))
+            except BuildError as err:  # a base the engine could not fetch: the hint says how to build anyway
+                if plan.source is None or (better := explain(err, plan.source)) is err:
+                    raise
+                raise better from err
     artifacts = []
     if plan.product == "image":
         artifacts.append(ArtifactResult("image", built.ref, built.image_id, built.size, built.seconds,
@@ -336,7 +354,7 @@ def prepare(
     context = build_context(resolved, fmt=engine.context_format, base_override=base_override)
     plan = plan_build(resolved, context, engine=engine.name, engine_reason=selection.reason, product=engine.product,
                       targets=targets, output_dir=output_dir, tag=tag, base_override=base_override,
-                      no_cache=no_cache, pull=pull)
+                      no_cache=no_cache, pull=pull, sets=sets, ngc=ngc)
     if not available:
         return Prepared(plan, engine, context, None)
     plan, cached = check_cache(plan, engine, context)

@@ -81,7 +81,7 @@ def _steps(doc: Document) -> tuple[StepTemplate, ...]:
     for i, raw in enumerate(doc.data.get("steps") or []):
         keypath = ("steps", i)
         actions = [k for k in ("run", "apt", "pip", "copy", "env_from", "label", "label_from") if k in raw]
-        if len(actions) > 1 or (not actions and "env" not in raw) or (actions and actions != ["run"] and "env" in raw):
+        if len(actions) > 1 or (not actions and "env" not in raw) or (actions and actions[0] not in ("run", "apt", "pip") and "env" in raw):
             raise doc.error(keypath, "a step needs exactly one of run, env, env_from, label, label_from, apt, pip, copy",
                             hint="split it into several steps")
         if "env_flags" in raw and "run" not in raw:

@@ -69,7 +69,8 @@ STEP = {
         "run": {"oneOf": [{"type": "string"}, _string_list],
                 "description": "Shell commands, one per item, each on one line; they run in order and stop at the "
                                "first failure. {param} expands to the shell-quoted parameter value."},
-        "env": {**_env_map, "description": "With run: variables for these commands only. Alone: variables for "
+        "env": {**_env_map, "description": "With run, apt or pip: variables for these commands only (with apt or "
+                                           "pip, one that expands to nothing is left out). Alone: variables for "
                                            "the following steps and at run time."},
         "env_flags": {
             "type": "object",

@@ -167,8 +167,9 @@ def compile_addon(
                 steps.append(Run(commands=commands, env=tuple(env), comment=tpl.comment))
         elif tpl.apt or tpl.pip:
             names = _items(tpl.apt or tpl.pip, values, where, shell=False)
-            if names:
-                steps.append(Run(commands=_installs("apt" if tpl.apt else "pip", names), comment=tpl.comment))
+            if names:  # an install's variable left empty (an optional parameter not set) is left out
+                steps.append(Run(commands=_installs("apt" if tpl.apt else "pip", names),
+                                 env=tuple((k, v) for k, v in env if v), comment=tpl.comment))
         elif tpl.copy:
             copies = _copies(tpl, values, where, origins=origins, recipe_root=recipe_root, first=copy_index + 1)
             copy_index += len(copies)

@@ -171,3 +171,14 @@ def test_a_dockerfile_that_does_not_end_with_label_gets_the_labels_beside_it() -
     context = [ContextFile("Dockerfile", b'FROM x\nLABEL a="1"\nCMD ["sh"]\n', 0o644)]
     sent, beside = labelled(BuildRequest(context, "key", "t"))
     assert sent == context and beside == {"io.ckit.build.key": "key"}
+
+
+def test_the_users_proxy_goes_to_the_build_as_docker_s_predefined_args() -> None:
+    from buildkit.engine.docker import proxy_build_args
+
+    env = {"HTTPS_PROXY": "http://proxy.example.org:3128", "no_proxy": "localhost,.example.org", "HTTP_PROXY": "",
+           "PATH": "/usr/bin", "http_proxy": "http://proxy.example.org:3128"}
+    assert proxy_build_args(env) == {"HTTPS_PROXY": "http://proxy.example.org:3128",
+                                     "http_proxy": "http://proxy.example.org:3128",
+                                     "no_proxy": "localhost,.example.org"}
+    assert proxy_build_args({"PATH": "/usr/bin"}) == {}
