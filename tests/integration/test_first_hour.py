@@ -165,7 +165,7 @@ def test_progress_in_a_terminal_shows_eta_and_nothing_stale(podman: Any, debian_
     code, screen = record_in_a_terminal(argv, env, tmp_path)
     assert code == 0, screen
     assert re.search(r"building demo, step \d/\d: ", screen), screen
-    assert re.search(r"writing \.sqsh \(zstd:-3\) .*/\d+\.\d MB .*[kMG]B/s eta 0:\d\d:\d\d", screen), screen
+    assert re.search(r"writing \.sqsh \(zstd:-3\) .*/\d+\.\d MB .*[kMG]B/s +eta 0:\d\d:\d\d", screen), screen
     assert "None" not in screen and "0/?" not in screen
     # one line per piece of work: once the conversion draws, the build's line is never drawn again
     assert "building demo, step" not in screen[screen.index("writing .sqsh"):]
