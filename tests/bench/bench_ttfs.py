@@ -12,7 +12,8 @@ The image is bench_stream's ``torch`` (Debian 12 with Debian's python3-torch and
   (started straight from it);
 * ckit's importer (``importer=`` a wrapper naming its config, as an admin installs it), cold (an empty cache: the
   step's ``get`` converts) and cached, without ``use_squashfuse=1`` (ckit's default ``zstd:-3``) and with it
-  (``lz4:1``, as for a site whose profile says squashfuse); its peak RSS (``/usr/bin/time`` around every call);
+  (``lz4:1``, as for a site whose profile says squashfuse); its peak RSS and the wall time of each of its gets
+  (``/usr/bin/time`` around every call);
 * ``ckit convert docker://`` of the image alone (``lz4:1``), cold, on the host (what a cold start cannot beat);
 * reading every file of the image inside the container, started through squashfuse (from the importer's ``lz4:1``
   file, and from a ``zstd:-3`` one: the reason for the choice) and from the tree ``enroot create`` unpacked (the
