@@ -30,8 +30,8 @@ def discover(names: list[str]) -> list[str]:
 
 
 def fmt_value(result: BenchResult) -> str:
-    if result.unit == "x":
-        return f"{result.value:.2f}x"
+    if result.unit == "x":  # two significant digits below 0.1: a ratio of 0.004 is not "0.00x"
+        return f"{result.value:.2f}x" if result.value >= 0.1 else f"{result.value:.2g}x"
     return f"{result.value:.3g} {result.unit}"
 
 
