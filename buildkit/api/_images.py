@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -136,7 +137,8 @@ def convert(source: str, to: str, *, output: str | Path | None = None, compress:
     from ..registry.source import reader
     from ._outputs import named_output, place_named
 
-    named = named_output(source, to, Path(output)) if output is not None and Path(output).is_dir() else None
+    # os.path.isdir: a name too long for the file system is the output guard's to refuse (exit 2), not an OSError
+    named = named_output(source, to, Path(output)) if output is not None and os.path.isdir(output) else None
     result = run_convert(source, to, output=Path(output) if output is not None and named is None else None,
                          compress=compress, site=site_profile(site, sites), progress=reporter(progress),
                          registry=reader(insecure=insecure, ca_file=Path(ca_file) if ca_file else None))
