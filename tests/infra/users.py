@@ -28,9 +28,10 @@ class User:
         return ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--init-groups", *argv]
 
     def env(self, **more: str) -> dict[str, str]:
-        """A login's environment: its home, its name, the test's PATH (ckit's venv is on it)."""
-        return {"PATH": os.environ["PATH"], "HOME": str(self.home), "USER": self.name, "LOGNAME": self.name,
-                "LANG": "C.UTF-8", **more}
+        """A login's environment: its home (and its config folder there, whatever the test process was given), its
+        name, the test's PATH (ckit's venv is on it)."""
+        return {"PATH": os.environ["PATH"], "HOME": str(self.home), "XDG_CONFIG_HOME": str(self.home / ".config"),
+                "USER": self.name, "LOGNAME": self.name, "LANG": "C.UTF-8", **more}
 
 
 def ensure(name: str) -> User:

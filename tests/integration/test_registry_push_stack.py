@@ -57,4 +57,4 @@ def test_push_stack_without_a_build(podman: Any, registry: Any, capsys: pytest.C
     code, _, err = _ckit(capsys, "--recipes", str(tmp_path / "recipes"), "push", "never-built",
                          f"{registry.host}/ckit/none:1")
     assert code == 2
-    assert "stack never-built has no build in the engine" in err and "`ckit build never-built` first" in err
+    assert "stack never-built has no build in the engine" in err and " build never-built` first" in err
