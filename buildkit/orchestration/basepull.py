@@ -14,7 +14,7 @@ import shlex
 from dataclasses import dataclass
 
 from ..engine.base import BuildFailed
-from ..errors import BuildError
+from ..errors import BuildError, CkitError
 
 DOCS = "docs/building.md#offline-or-behind-a-proxy"
 
@@ -41,10 +41,16 @@ class BaseSource:
     locked: bool = False
 
 
-def host_of(image: str) -> str:
-    """The registry host of a reference, as docker reads it (``debian:bookworm`` → ``docker.io``)."""
-    first, sep, _ = image.partition("/")
-    return first if sep and ("." in first or ":" in first or first == "localhost") else "docker.io"
+def host_and_name(image: str) -> tuple[str, str]:
+    """The registry host of a reference as docker reads it (``debian:bookworm`` → ``docker.io``), and the last
+    part of its repository (``debian``)."""
+    from ..registry.distribution.reference import parse
+
+    try:
+        ref = parse(image)
+    except CkitError:  # not a reference ckit reads: the whole text stands for both
+        return image, image
+    return ref.registry, ref.repository.rsplit("/", 1)[-1]
 
 
 def is_base_pull(err: BuildError, source: BaseSource) -> bool:
@@ -55,7 +61,7 @@ def is_base_pull(err: BuildError, source: BaseSource) -> bool:
     if step:  # docker and podman name the step: the base is fetched at FROM, and only there
         return "(FROM " in step
     tail = "\n".join([err.message, *getattr(err, "log", "").splitlines()[-10:]]).lower()
-    names = {host_of(source.image).lower(), source.image.split("@")[0].split(":")[0].lower().rsplit("/", 1)[-1]}
+    names = {name.lower() for name in host_and_name(source.image)}
     return any(word in tail for word in PULL_FAILURES) and any(name in tail for name in names)
 
 
@@ -71,7 +77,7 @@ def _line(source: BaseSource, *extra: str) -> str:
 def hint(source: BaseSource, cause: str) -> str:
     """What to do instead, in commands that work when pasted (MIRROR: the host of your mirror)."""
     said = cause.lower()
-    host = host_of(source.image)
+    host = host_and_name(source.image)[0]
     mirror = "MIRROR" + (f"/{source.registry.partition('/')[2]}" if source.registry and "/" in source.registry
                          else "")
     if source.locked:
