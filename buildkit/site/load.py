@@ -9,7 +9,7 @@ from typing import Any
 from ..config import yamlfile
 from ..config.searchpath import SearchPath, suggest
 from ..outside import ascii_int
-from . import compat
+from .compat import OLDEST_SIF_RUNTIME, parse_version, pyxis_lacks, runs_sif
 from .model import Fact, Partition, Platform, Policy, Runtime, Site
 from .schema import SITE_SCHEMA
 
@@ -85,11 +85,11 @@ def _check_runtimes(doc: yamlfile.Document) -> None:
             if key in runtime and kind != "pyxis":
                 raise doc.error(("runtimes", index, key), f"{key} is a Pyxis option, not {kind}'s",
                                 hint=f"drop {key}: here")
-            if runtime.get(key) and (why := compat.pyxis_lacks(key, version)):
+            if runtime.get(key) and (why := pyxis_lacks(key, version)):
                 raise doc.error(("runtimes", index, key), why,
                                 hint="give the Pyxis version the nodes run as version: (e.g. version: 0.24.0)")
-        if version and compat.runs_sif(kind) and compat.parse_version(version) < compat.OLDEST_SIF_RUNTIME[kind]:
-            oldest = ".".join(map(str, compat.OLDEST_SIF_RUNTIME[kind][:2]))
+        if version and runs_sif(kind) and parse_version(version) < OLDEST_SIF_RUNTIME[kind]:
+            oldest = ".".join(map(str, OLDEST_SIF_RUNTIME[kind][:2]))
             other = " (Apptainer 1.x is kind: apptainer)" if kind == "singularity" else ""
             raise doc.error(("runtimes", index, "version"), f"{kind} {version} runs no .sif (SIF came with {kind} "
                             f"{oldest})", hint=f"give the {kind} version the nodes run, {oldest} or newer{other}")

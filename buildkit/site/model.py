@@ -6,7 +6,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import compat
+from .compat import SIF_LAYER_PROTO, SIF_LAYER_V1, pulls_v1_layer, runs_sif, sif_reads
+from .compat import label as runtime_label
 
 FACT_TAGS = ("verified", "seed", "uncertain")
 
@@ -82,7 +83,7 @@ class Runtime:
     @property
     def label(self) -> str:
         """``singularity 3.x``, ``apptainer >= 1.4``: what ckit writes artifacts for."""
-        return compat.label(self.kind, self.version)
+        return runtime_label(self.kind, self.version)
 
 
 @dataclass(frozen=True)
@@ -174,7 +175,7 @@ class Site:
         return any(r.kind == "pyxis" and r.squashfuse for r in self.runtimes)
 
     def sif_runtimes(self) -> tuple[Runtime, ...]:
-        return tuple(r for r in self.runtimes if compat.runs_sif(r.kind))
+        return tuple(r for r in self.runtimes if runs_sif(r.kind))
 
     def compressions(self, target: str) -> tuple[str, ...]:
         """The squashfs compressions a ``target`` artifact (sif or sqsh) may have here: what the nodes' kernel
@@ -182,7 +183,7 @@ class Site:
         Empty: no rule limits it."""
         allowed = list(self.squashfs_compressions)
         for runtime in self.sif_runtimes() if target == "sif" else ():
-            reads = compat.sif_reads(runtime.kind, runtime.version)
+            reads = sif_reads(runtime.kind, runtime.version)
             allowed = [c for c in allowed if c in reads] if allowed else list(reads)
         return tuple(allowed)
 
@@ -193,7 +194,7 @@ class Site:
             reasons.append(f"{self.name}'s kernel mounts only {', '.join(self.squashfs_compressions)} squashfs "
                            "(rule squashfs_compressions)")
         for runtime in self.sif_runtimes() if target == "sif" else ():
-            if compression not in compat.sif_reads(runtime.kind, runtime.version):
+            if compression not in sif_reads(runtime.kind, runtime.version):
                 reasons.append(f"its {runtime.label} reads no {compression} squashfs in a .sif")
         return "; ".join(reasons) or None
 
@@ -201,6 +202,6 @@ class Site:
         """The SIF layer media type every ``pull oras://`` of the site finds: the v1 type when all its
         Singularity/Apptainer versions know it, else the older one all versions pull."""
         runtimes = self.sif_runtimes()
-        if runtimes and all(compat.pulls_v1_layer(r.kind, r.version) for r in runtimes):
-            return compat.SIF_LAYER_V1
-        return compat.SIF_LAYER_PROTO
+        if runtimes and all(pulls_v1_layer(r.kind, r.version) for r in runtimes):
+            return SIF_LAYER_V1
+        return SIF_LAYER_PROTO
