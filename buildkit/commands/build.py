@@ -39,7 +39,6 @@ def build(
 ) -> None:
     """Build STACK with Docker/podman or apptainer, then convert it to .sif and .sqsh."""
     from .. import api
-    from .cache import store_max_size
 
     locked_by = lock_file if locked else None
     if dry_run:
@@ -55,7 +54,7 @@ def build(
                               recipes=SETTINGS.recipes_dirs,
                               sites=SETTINGS.sites_dirs, progress=reporter,
                               on_log=info if show_lines and not SETTINGS.quiet else None, on_phase=info,
-                              max_size=store_max_size())
+                              max_size=SETTINGS.store_max_size)
     if as_json:
         emit_json(result.as_json())
         return

@@ -23,11 +23,6 @@ FolderOpt = Annotated[Path | None, typer.Option(
                                    "~/.cache/ckit).")]
 ClusterOpt = Annotated[bool, typer.Option("--cluster", help=(
     "The Pyxis importer's cluster cache (/etc/ckit/importer.yaml or CKIT_CLUSTER_CACHE)."))]
-
-
-def store_max_size() -> int:
-    """The personal store's size cap in bytes (``ckit config show``: store.max_size, CKIT_STORE_MAX_SIZE)."""
-    return SETTINGS.store_max_size
 SiteOpt = Annotated[str | None, typer.Option("--site", metavar="SITE",
                                              help="Use the site's shared image folder (what `ckit stage` fills).")]
 
@@ -62,7 +57,7 @@ def ls(folder: FolderOpt = None, site: SiteOpt = None, cluster: ClusterOpt = Fal
     for note in listing.notes:
         info(f"note: {note}")
     reuse = listing.reuse
-    cap = f" (cap {store_max_size() / 1e9:.2f} GB: ckit config show)" if listing.personal else ""
+    cap = f" (cap {SETTINGS.store_max_size / 1e9:.2f} GB: ckit config show)" if listing.personal else ""
     info(f"{len(listing.entries)} images, {listing.total_size / 1e9:.2f} GB in {listing.cache}{cap}; your reuse records "
          f"{(reuse.kept_bytes + reuse.freed) / 1e6:.1f} MB ({reuse.freed / 1e6:.1f} MB of them no image needs: "
          "`ckit cache prune` removes those)")
@@ -93,7 +88,7 @@ def prune(
     from .. import api
 
     personal = folder is None and site is None and not cluster
-    size = max_size if max_size is not None or not personal else str(store_max_size())
+    size = max_size if max_size is not None or not personal else str(SETTINGS.store_max_size)
     pruned = api.cache_prune(max_size=size, folder=folder, site=site, cluster=cluster, dry_run=dry_run,
                              sites=SETTINGS.sites_dirs)
     if as_json:

@@ -38,12 +38,11 @@ def convert(
 ) -> None:
     """Convert an image to .sif or Enroot .sqsh without root, apptainer or enroot."""
     from .. import api
-    from .cache import store_max_size
 
     with progress() as reporter:
         result = api.convert(source, to, output=output or Path.cwd(), compress=compress, site=site,
                              insecure=insecure, ca_file=ca_file, sites=SETTINGS.sites_dirs, progress=reporter,
-                             max_size=store_max_size())
+                             max_size=SETTINGS.store_max_size)
     if as_json:
         emit_json({"source": source, **result.as_json()})
         return
