@@ -132,6 +132,10 @@ def run() -> None:
         code = main()
     except KeyboardInterrupt:  # between main's handlers and here
         code = 130
+    if code == 130:
+        from .errors import settle_interrupt
+
+        settle_interrupt()
     sys.exit(code)
 
 

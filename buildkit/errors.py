@@ -75,6 +75,14 @@ class Interrupted(CkitError):
     exit_code = 130
 
 
+def settle_interrupt() -> None:
+    """Let a handled Ctrl-C exit with 130. CPython remembers a KeyboardInterrupt that left an ``exec`` or ``eval``
+    of a string (a dataclass made by a late import, typer reading the commands' annotations) and, even when the
+    interrupt was handled, makes the interpreter kill itself with SIGINT at exit (its caller sees -2). Evaluating
+    a string clears that record."""
+    eval("None")  # noqa: S307 - a constant, nothing of the user's
+
+
 class FileError(CkitError):
     """A file or folder could not be read or written (disk full, read-only, no permission, wrong kind)."""
 

@@ -194,4 +194,9 @@ def _run(work: Callable[[], object]) -> int:
 
 def run() -> None:
     """Console-script entry point (``ckit-pyxis-importer``)."""
-    sys.exit(main())
+    code = main()
+    if code == 130:
+        from ..errors import settle_interrupt
+
+        settle_interrupt()
+    sys.exit(code)

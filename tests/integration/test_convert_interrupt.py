@@ -112,3 +112,22 @@ def test_ctrl_c_on_the_process_group_is_an_interrupt_not_a_tool_failure(debian_a
         assert not out.exists()
         interrupted += 1
     assert interrupted >= 2, "the conversions finished before the interrupts"
+
+
+@pytest.mark.parametrize("entry", ["buildkit.cli", "buildkit.cache.importer"])
+def test_an_interrupt_handled_after_it_left_an_exec_still_exits_130(entry: str, tmp_path: Path) -> None:
+    """A Ctrl-C that lands while a late import builds a dataclass (``exec`` of a string) is handled like any
+    other: CPython's memory of it must not turn the exit into a death by SIGINT. Run with ``-m``, as the tests
+    and ``python -m buildkit.cli`` do: a script's ``sys.exit`` ends the interpreter another way."""
+    script = tmp_path / "late.py"
+    script.write_text(f"import {entry} as entry\n\n"
+                      "def main(*args):\n"
+                      "    try:\n"
+                      "        exec('raise KeyboardInterrupt')\n"
+                      "    except KeyboardInterrupt:\n"
+                      "        return 130\n\n"
+                      "entry.main = main\n"
+                      "entry.run()\n")
+    done = subprocess.run([sys.executable, "-m", "late"], cwd=tmp_path, capture_output=True, text=True,  # noqa: S603
+                          check=False)
+    assert done.returncode == 130, done.stderr
