@@ -57,7 +57,6 @@ def slurm_here(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     conf = tmp_path / "slurm.conf"
     conf.write_text("ClusterName=fake\n")
     monkeypatch.setenv("SLURM_CONF", str(conf))
-    monkeypatch.setenv("CKIT_CACHE_DIR", str(tmp_path / "cache"))  # no job the session's earlier tests recorded
     monkeypatch.setattr("shutil.which", lambda name, *a, **k: f"/usr/bin/{name}")
     return conf
 
