@@ -61,13 +61,19 @@ class _Group(TyperGroup):
         with _shown_usage_errors(ctx):
             return super().invoke(ctx)
 
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        from typer.completion import completion_init  # type: ignore[attr-defined]
+
+        completion_init()  # the protocol the scripts of `ckit completion` speak (typer's, not click's)
+        return super().main(*args, **kwargs)
+
 
 app = typer.Typer(
     name="ckit",
     cls=_Group,
     help="Deep-learning containers from a recipe to a running multi-node job on HPC clusters.",
     no_args_is_help=True,
-    add_completion=True,
+    add_completion=False,  # ckit's own options below: they also find the shell from $SHELL
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
@@ -111,6 +117,23 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _install_completion(ctx: typer.Context, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        from .shells import install
+
+        shell, path = install()
+        typer.echo(f"{shell} completion installed in {path}; it takes effect in a new {shell}")
+        raise typer.Exit()
+
+
+def _show_completion(ctx: typer.Context, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        from .shells import current, script
+
+        typer.echo(script(current()))
+        raise typer.Exit()
+
+
 @app.callback()
 def _global(
     recipes: Annotated[list[Path] | None, typer.Option(
@@ -125,6 +148,12 @@ def _global(
                      ] = False,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
+    install_completion: Annotated[bool, typer.Option(
+        "--install-completion", callback=_install_completion, is_eager=True,
+        help="Install completion for the shell ckit runs in (else $SHELL's) and exit.")] = False,
+    show_completion: Annotated[bool, typer.Option(
+        "--show-completion", callback=_show_completion, is_eager=True,
+        help="Print the completion script for that shell and exit.")] = False,
 ) -> None:
     from ..config.user import load
 

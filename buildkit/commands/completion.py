@@ -11,8 +11,7 @@ from typing import Annotated
 import typer
 
 from .app import app, say
-
-SHELLS = ("bash", "zsh", "fish")
+from .shells import SHELLS, script
 
 
 @app.command("completion")
@@ -21,10 +20,6 @@ def completion(
 ) -> None:
     """Print the shell completion script: `source <(ckit completion bash)`, or save it where your shell
     looks (e.g. `ckit completion fish > ~/.config/fish/completions/ckit.fish`)."""
-    # typer exports these from its module without naming them in __all__
-    from typer.completion import completion_init, get_completion_script  # type: ignore[attr-defined]
-
     if shell not in SHELLS:
         raise typer.BadParameter(f"{shell!r}: choose one of {', '.join(SHELLS)}", param_hint="SHELL")
-    completion_init()
-    say(get_completion_script(prog_name="ckit", complete_var="_CKIT_COMPLETE", shell=shell))
+    say(script(shell))

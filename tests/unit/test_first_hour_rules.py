@@ -219,6 +219,48 @@ def test_completion_scripts_for_three_shells(capsys: pytest.CaptureFixture[str])
     assert "--install-completion" in capsys.readouterr().out
 
 
+def _parents(monkeypatch: pytest.MonkeyPatch, shell: str | None, login: str) -> None:
+    """ckit's nearest shell parent (None: none, as under make, an IDE or ``bash -c ckit``) and ``$SHELL``."""
+    import shellingham
+
+    def detect() -> tuple[str, str]:
+        if shell is None:
+            raise shellingham.ShellDetectionFailure
+        return shell, f"/bin/{shell}"
+
+    monkeypatch.setattr(shellingham, "detect_shell", detect)
+    monkeypatch.setenv("SHELL", login)
+
+
+@pytest.mark.parametrize(("parent", "login", "chosen"), [
+    ("bash", "/bin/zsh", "bash"), (None, "/usr/bin/zsh", "zsh"), ("sh", "/bin/bash", "bash"),
+    (None, "/usr/local/bin/fish", "fish")])
+def test_completion_is_for_the_parent_shell_else_the_login_shell(monkeypatch, parent, login, chosen) -> None:
+    from buildkit.commands.shells import current
+
+    _parents(monkeypatch, parent, login)
+    assert current() == chosen
+
+
+def test_install_completion_without_a_shell_parent_installs_for_shell(monkeypatch, tmp_path, capsys) -> None:
+    _parents(monkeypatch, None, "/bin/bash")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert main(["--install-completion"]) == 0
+    assert "bash completion installed in" in capsys.readouterr().out
+    assert f"source '{tmp_path}/.bash_completions/ckit.sh'" in (tmp_path / ".bashrc").read_text()
+    assert "_ckit_completion" in (tmp_path / ".bash_completions/ckit.sh").read_text()
+
+
+def test_completion_for_a_shell_ckit_does_not_complete_in_is_refused_with_the_way_out(monkeypatch, tmp_path,
+                                                                                       capsys) -> None:
+    _parents(monkeypatch, "tcsh", "/bin/tcsh")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert main(["--show-completion"]) == 2
+    err = capsys.readouterr().err
+    assert "ckit completes in bash, zsh, fish; this shell is tcsh" in err and "ckit completion bash >" in err
+    assert not list(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize(("text", "target", "label"), [
     ("zstd", "sqsh", "zstd:-3"), ("zstd", "sif", "zstd:1"), ("zstd:5", "sqsh", "zstd:5"),
     ("gzip", "sqsh", "gzip:1"), ("xz", "sif", "xz:0"), ("zstd", None, "zstd:1"),
