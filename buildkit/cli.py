@@ -132,11 +132,9 @@ def run() -> None:
         code = main()
     except KeyboardInterrupt:  # between main's handlers and here
         code = 130
-    if code == 130:
-        from .errors import settle_interrupt
+    from .errors import exit_status
 
-        settle_interrupt()
-    sys.exit(code)
+    sys.exit(exit_status(code))
 
 
 if __name__ == "__main__":

@@ -75,12 +75,14 @@ class Interrupted(CkitError):
     exit_code = 130
 
 
-def settle_interrupt() -> None:
-    """Let a handled Ctrl-C exit with 130. CPython remembers a KeyboardInterrupt that left an ``exec`` or ``eval``
-    of a string (a dataclass made by a late import, typer reading the commands' annotations) and, even when the
-    interrupt was handled, makes the interpreter kill itself with SIGINT at exit (its caller sees -2). Evaluating
-    a string clears that record."""
-    eval("None")  # noqa: S307 - a constant, nothing of the user's
+def exit_status(code: int) -> int:
+    """``code``, made to stand when it is a handled Ctrl-C's 130. CPython remembers a KeyboardInterrupt that left an
+    ``exec`` or ``eval`` of a string (a dataclass made by a late import, typer reading the commands' annotations)
+    and, even when the interrupt was handled, makes the interpreter kill itself with SIGINT at exit (its caller
+    sees -2). Evaluating a string clears that record."""
+    if code == Interrupted.exit_code:
+        eval("None")  # noqa: S307 - a constant, nothing of the user's
+    return code
 
 
 class FileError(CkitError):

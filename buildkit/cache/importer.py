@@ -194,9 +194,6 @@ def _run(work: Callable[[], object]) -> int:
 
 def run() -> None:
     """Console-script entry point (``ckit-pyxis-importer``)."""
-    code = main()
-    if code == 130:
-        from ..errors import settle_interrupt
+    from ..errors import exit_status
 
-        settle_interrupt()
-    sys.exit(code)
+    sys.exit(exit_status(main()))

@@ -15,10 +15,9 @@ PROG, COMPLETE_VAR = "ckit", "_CKIT_COMPLETE"
 
 def script(shell: str) -> str:
     """The completion script for ``shell`` (one of :data:`SHELLS`)."""
-    # typer exports these from its module without naming them in __all__
-    from typer.completion import completion_init, get_completion_script  # type: ignore[attr-defined]
+    # typer exports it from its module without naming it in __all__
+    from typer.completion import get_completion_script  # type: ignore[attr-defined]
 
-    completion_init()
     return str(get_completion_script(prog_name=PROG, complete_var=COMPLETE_VAR, shell=shell))
 
 
