@@ -4,7 +4,10 @@ The manifest keeps the media type the source had, unless ``--format`` says other
 ``docker save`` archive or an engine's image, the layout's own type for an OCI layout. This matters beyond
 taste: enroot (and so Pyxis) probes a manifest with ``curl -I`` and ``Accept: */*``, and distribution 2.8 answers
 that probe with 404 for an OCI manifest; a Docker schema 2 manifest answers 200 (enroot 4.1.2's
-docker:// import, run under Pyxis in tests/integration/test_pyxis_*.py).
+docker:// import, run under Pyxis in tests/integration/test_pyxis_*.py). Distribution 2.x answers that probe of a
+schema 2 manifest by rewriting it to schema 1, which stores the empty layer's blob in the repository on first use;
+the nodes of a job probing a fresh push at once race on that write, and one gets 400 ("manifest invalid"). A push
+by tag therefore ends with the probe, asked once (:func:`_probe_as_enroot`), so the blob is there before a job asks.
 
 | format | manifest | config | layer | index |
 |---|---|---|---|---|
@@ -19,15 +22,17 @@ in its own format with the source's own blobs) is pushed byte for byte, so its d
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from ...config.jsondoc import parse as parse_json
-from ...errors import CompatError, ConfigError, IntegrityError
+from ...errors import CompatError, ConfigError, IntegrityError, RegistryError
 from ...oci.digest import of_bytes
 from ...outside import ascii_int
 from ...site.compat import SIF_LAYER_PROTO
 from ..distribution.client import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST, RegistryClient
+from ..distribution.tokens import scope_for
 from .layers import Blob, LayerSource, Uploader
 
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
@@ -44,6 +49,8 @@ CONFIG_TYPE = {"docker": DOCKER_CONFIG, "oci": OCI_CONFIG}
 LAYER_TYPE = {("docker", "gzip"): DOCKER_LAYER_GZIP, ("oci", "gzip"): OCI_LAYER_GZIP,
               ("oci", "zstd"): OCI_LAYER_ZSTD, ("oci", "tar"): OCI_LAYER_TAR}
 IMAGE_CONFIG_TYPES = (OCI_CONFIG, DOCKER_CONFIG)
+
+log = logging.getLogger("ckit.registry")
 
 
 def format_of(media_type: str) -> str:
@@ -172,7 +179,19 @@ def push_image(client: RegistryClient, repo: str, reference: str, image: ImageIn
     uploader.drain()  # a registry refuses a manifest whose blobs it does not have yet
     media_type = MANIFEST_TYPE[fmt] if data is not image.original else _original_type(image)
     digest = client.put_manifest(repo, reference, data, media_type)
+    if media_type == DOCKER_MANIFEST and ":" not in reference:  # a tag: distribution rewrites only those
+        _probe_as_enroot(client, repo, reference)
     return Pushed(digest, media_type, len(data), len(image.config) + sum(b.size for b in blobs), image.labels)
+
+
+def _probe_as_enroot(client: RegistryClient, repo: str, tag: str) -> None:
+    """Ask for the manifest once as enroot's first request does (``Accept: */*``): see the module's docstring.
+    Whatever the answer, the push has succeeded; a registry that answers otherwise is told to enroot itself."""
+    try:
+        client.request("HEAD", f"/v2/{repo}/manifests/{tag}", [scope_for(repo, "pull")], headers={"Accept": "*/*"},
+                       what=f"manifest {client.host}/{repo}:{tag} as enroot asks for it").close()
+    except RegistryError as err:
+        log.debug("%s", err.message)
 
 
 def _original_type(image: ImageInput) -> str:
