@@ -186,7 +186,7 @@ def push_image(client: RegistryClient, repo: str, reference: str, image: ImageIn
 
 def _probe_as_enroot(client: RegistryClient, repo: str, tag: str) -> None:
     """Ask for the manifest once as enroot's first request does (``Accept: */*``): see the module's docstring.
-    Whatever the answer, the push has succeeded; a registry that answers otherwise is told to enroot itself."""
+    The push has succeeded whatever the answer, so a failed probe is only logged (``--debug``)."""
     try:
         client.request("HEAD", f"/v2/{repo}/manifests/{tag}", [scope_for(repo, "pull")], headers={"Accept": "*/*"},
                        what=f"manifest {client.host}/{repo}:{tag} as enroot asks for it").close()
