@@ -27,12 +27,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...config.jsondoc import parse as parse_json
-from ...errors import CompatError, ConfigError, IntegrityError, RegistryError
+from ...errors import CkitError, CompatError, ConfigError, IntegrityError
 from ...oci.digest import of_bytes
 from ...outside import ascii_int
 from ...site.compat import SIF_LAYER_PROTO
 from ..distribution.client import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST, RegistryClient
-from ..distribution.tokens import scope_for
 from .layers import Blob, LayerSource, Uploader
 
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
@@ -188,10 +187,9 @@ def _probe_as_enroot(client: RegistryClient, repo: str, tag: str) -> None:
     """Ask for the manifest once as enroot's first request does (``Accept: */*``): see the module's docstring.
     The push has succeeded whatever the answer, so a failed probe is only logged (``--debug``)."""
     try:
-        client.request("HEAD", f"/v2/{repo}/manifests/{tag}", [scope_for(repo, "pull")], headers={"Accept": "*/*"},
-                       what=f"manifest {client.host}/{repo}:{tag} as enroot asks for it").close()
-    except RegistryError as err:
-        log.debug("%s", err.message)
+        client.head_manifest(repo, tag, accept="*/*")
+    except CkitError as err:
+        log.debug("%s/%s:%s as enroot asks for it: %s", client.host, repo, tag, err.message)
 
 
 def _original_type(image: ImageInput) -> str:
