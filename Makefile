@@ -2,6 +2,10 @@
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# the interpreter the venv is made from: the first that can make one. A python3 on PATH can be a version manager's
+# shim whose own files are gone (it fails before Python starts); Debian's /usr/bin/python3 is installed by `deps`.
+PYTHON ?= $(shell for p in python3 /usr/bin/python3 /usr/local/bin/python3; do \
+            "$$p" -c 'import ensurepip, venv' >/dev/null 2>&1 && { echo "$$p"; break; }; done)
 export CKIT_RUN_DIR ?= $(CURDIR)/.run
 export NO_MKDOCS_2_WARNING := 1  # mkdocs-material prints an end-of-life notice on every build
 
@@ -10,7 +14,8 @@ export NO_MKDOCS_2_WARNING := 1  # mkdocs-material prints an end-of-life notice 
 install: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
-	python3 -m venv $(VENV)
+	@[ -n "$(PYTHON)" ] || { echo "make: no python3 that can make a venv (tried python3, /usr/bin/python3): run 'make deps' as root" >&2; exit 1; }
+	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,docs]'
 	touch $@

@@ -3,14 +3,9 @@
 # Idempotent and fast when everything is present: one dpkg-query, and `apt-get update` only when something is
 # missing. /usr/sbin/policy-rc.d (exit 101) is put in place first, so apt starts no daemon (munge, slurm,
 # docker-registry): tests/infra starts its own, on 127.0.0.1, with configs under the run dir.
-# Then the HPC container runtimes the tests run for real (enroot 4.1.2, Pyxis 0.24.0, SingularityCE 3.4.2, under
-# /opt/ckit-runtimes): installed by ../shared/runtimes/install.sh next to this repository when it is there (it is
-# idempotent, too); without it and without them, this script says where they come from and fails.
+# Nothing here is built from source: every program comes from Debian's packages. Apptainer, which Debian 12 does not
+# carry, runs from a root of Debian's unstable packages that tests/infra/apptainer.py builds with mmdebstrap.
 set -euo pipefail
-
-RUNTIMES_PREFIX=/opt/ckit-runtimes
-RUNTIMES_SCRIPT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)/shared/runtimes/install.sh"
-RUNTIMES=(enroot-4.1.2/bin/enroot pyxis-0.24.0/spank_pyxis.so singularity-3.4.2/bin/singularity)
 
 PACKAGES=(
   # containers: podman API service + build engines (runc: crun fails on this host's hybrid cgroups)
@@ -30,8 +25,8 @@ PACKAGES=(
   charliecloud-runtime
   # script lint, base images
   shellcheck mmdebstrap busybox-static
-  # python venv for the Makefile, CA bundle for the mirror
-  python3-venv ca-certificates
+  # Debian's own Python with venv for the Makefile (a python3 on PATH may be a broken shim), CA bundle for the mirror
+  python3 python3-venv python3-dev ca-certificates
 )
 
 die() { echo "install.sh: $*" >&2; exit 1; }
@@ -49,27 +44,8 @@ missing() {  # every package not in state "installed" (unknown names included)
                | awk '$2 == "installed" {print $1}' | sort -u)
 }
 
-runtimes() {  # the runtimes from ../shared/runtimes (--optional: squashfuse, fuse-overlayfs for Pyxis/enroot)
-  if [ -f "$RUNTIMES_SCRIPT" ]; then
-    bash "$RUNTIMES_SCRIPT" --optional >/dev/null || die "$RUNTIMES_SCRIPT --optional failed"
-  fi
-  local rel
-  for rel in "${RUNTIMES[@]}"; do
-    [ -e "$RUNTIMES_PREFIX/$rel" ] && continue
-    die "$RUNTIMES_PREFIX/$rel is missing, and there is no $RUNTIMES_SCRIPT to install it.
-  The tests run the real runtimes, built for $RUNTIMES_PREFIX (their prefix is compiled in):
-    enroot v4.1.2 (github.com/NVIDIA/enroot), Pyxis v0.24.0 (github.com/NVIDIA/pyxis, against libslurm-dev 22.05),
-    SingularityCE v3.4.2 (github.com/sylabs/singularity).
-  Put the shared runtimes folder (its install.sh and bundles) at $(dirname "$RUNTIMES_SCRIPT") and run this again,
-  or build and install those tags under $RUNTIMES_PREFIX/NAME-VERSION."
-  done
-}
-
 todo=$(missing)
-if [ -z "$todo" ]; then
-  runtimes
-  exit 0
-fi
+[ -n "$todo" ] || exit 0
 
 echo "install.sh: installing $(echo "$todo" | tr '\n' ' ')" >&2
 export DEBIAN_FRONTEND=noninteractive
@@ -79,7 +55,6 @@ apt-get install -y -q --no-install-recommends $todo || die "apt-get install fail
 
 left=$(missing)
 [ -z "$left" ] || die "still not installed: $(echo "$left" | tr '\n' ' ')"
-runtimes
 for tool in podman runc docker-registry htpasswd slurmctld slurmd munged sbatch mmdebstrap siftool tar2sqfs \
             mksquashfs unsquashfs shellcheck skopeo umoci openssl setpriv torchrun mpirun nsenter unshare ch-run \
             runuser useradd; do
