@@ -43,8 +43,8 @@ def tree_name(uid: int) -> str:
 
 @dataclass(frozen=True)
 class Policy:
-    """The users (by uid) and groups (by gid) whose trees every reader of the cache trusts besides its own,
-    root's and the folder owner's; ``note`` says why a policy file was ignored, if it was."""
+    """The users (by uid) and groups (by gid) whose trees every reader of the cache trusts besides its own and
+    root's; ``note`` says why a policy file was ignored, if it was."""
 
     uids: frozenset[int] = frozenset()
     gids: frozenset[int] = frozenset()
