@@ -124,17 +124,28 @@ def render(plan: LaunchPlan) -> Any:
     return scheduler_of(plan).render(plan)
 
 
-def execute(plan: LaunchPlan, how: Execution | None = None) -> LaunchResult:
+def execute(plan: LaunchPlan, how: Execution | None = None, *, preflight: bool = True) -> LaunchResult:
     """Write the rendered job and hand it over as ``how`` says (``ckit launch``'s ``--dry-run``,
-    ``--submit/--no-submit``, ``--wait``, ``--script``); what happened (``ckit launch --json``)."""
+    ``--submit/--no-submit``, ``--wait``, ``--script``); what happened (``ckit launch --json``).
+
+    :param preflight: before a job is submitted, check here what the queue would only find out when it starts
+        (the conda environment, the modules, a relative program path, the image file, the task count;
+        ``--no-preflight`` skips them).
+    :raises ConfigError: a preflight check failed (exit 2), each failure named with its fix.
+    """
+    how = how or Execution()
+    if preflight and not how.dry_run and how.submit is not False and plan.site.scheduler == "slurm":
+        from ..cluster import preflight as checks
+
+        checks.check(plan, how.cwd)
     scheduler = scheduler_of(plan)
-    return scheduler.execute(plan, scheduler.render(plan), how or Execution())
+    return scheduler.execute(plan, scheduler.render(plan), how)
 
 
 def launch(site: str | Site | None, request: LaunchRequest, how: Execution | None = None, *,
-           sites: Folders = (), defaults: UserConfig | None = None) -> LaunchResult:
+           sites: Folders = (), defaults: UserConfig | None = None, preflight: bool = True) -> LaunchResult:
     """Plan, render and execute (``ckit launch``): :func:`plan_launch` then :func:`execute`."""
-    return execute(plan_launch(site, request, sites=sites, defaults=defaults), how)
+    return execute(plan_launch(site, request, sites=sites, defaults=defaults), how, preflight=preflight)
 
 
 def submit(plan: LaunchPlan, *, script: str | Path | None = None, cwd: str | Path | None = None,
