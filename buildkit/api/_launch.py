@@ -134,12 +134,21 @@ def execute(plan: LaunchPlan, how: Execution | None = None, *, preflight: bool =
     :raises ConfigError: a preflight check failed (exit 2), each failure named with its fix.
     """
     how = how or Execution()
-    if preflight and not how.dry_run and how.submit is not False and plan.site.scheduler == "slurm":
+    if preflight and _submits(plan, how):
         from ..cluster import preflight as checks
 
         checks.check(plan, how.cwd)
     scheduler = scheduler_of(plan)
     return scheduler.execute(plan, scheduler.render(plan), how)
+
+
+def _submits(plan: LaunchPlan, how: Execution) -> bool:
+    """Whether ``how`` queues the job (not a dry run, not only a written script: sbatch is there)."""
+    from ..process import which
+
+    if how.dry_run or how.submit is False or plan.site.scheduler != "slurm" or plan.request.interactive:
+        return False
+    return how.submit is True or which("sbatch") is not None
 
 
 def launch(site: str | Site | None, request: LaunchRequest, how: Execution | None = None, *,

@@ -88,7 +88,7 @@ def _run_one(check: Check, ctx: Context) -> CheckResult:
             ctx.image_path = _image_path(ctx)
         return check.run(ctx)
     except CkitError as err:  # a job ckit refused to write, a conversion that failed: the check failed
-        return check.result("failed", f"{err}" + (f" ({err.hint})" if err.hint else ""))
+        return check.result("failed", str(err))  # the message and its hint
 
 
 def _probe_node(site: Site, options: DoctorOptions) -> probe.Probe:

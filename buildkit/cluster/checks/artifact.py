@@ -5,6 +5,8 @@ folder as its working folder, and a ``--mount`` bind; the image's ENTRYPOINT doe
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ...launch.model import LaunchRequest
 from . import MARK, Check, CheckResult, Context, JobRun
 
@@ -27,12 +29,15 @@ class RunsArtifact(Check):
 
     def run(self, ctx: Context) -> CheckResult:
         site = ctx.runtime_site(self.runtime or "")
+        if not self.target and (ctx.image or "").startswith("docker-daemon:"):
+            # the image is in the nodes' own engine storage: nothing is pulled, whatever the nodes reach
+            site = replace(site, compute_internet=True)
         image = str(ctx.artifact(self.target, None)) if self.target else _reference(ctx.image or "")
         bind = ctx.folder / "bind"
         bind.mkdir(exist_ok=True)
         (bind / "marker").write_text(f"{self.name}\n")
         request = LaunchRequest(command=("sh", "-c", PROBE), image=image, runtime=self.runtime, tasks_per_node=2,
-                                env=(("CKIT_DOCTOR_RANK", "$SLURM_PROCID"),), mounts=(f"{bind}:{BIND}:ro",),
+                                env=(("CKIT_DOCTOR_RANK", "$SLURM_PROCID"),), mounts=(f"{bind}:{BIND}",),
                                 name=f"ckit-doctor-{self.runtime}", time="10")
         job = ctx.launch(site, request, self.name)
         return self.judge(ctx, job)

@@ -65,7 +65,7 @@ class NcclTests(Check):
         part = gpu_partition(ctx.site)
         gpus = next(p.gpus_per_node for p in ctx.site.partitions if p.name == part)
         request = LaunchRequest(command=("all_reduce_perf", "-b", "8", "-e", "256M", "-f", "2", "-g", "1"),
-                                image=ctx.image, partition=part, nodes=2, gpus_per_node=gpus, tasks_per_node=gpus,
+                                image=ctx.image, partition=part, framework="nccl-tests", nodes=2, gpus_per_node=gpus, tasks_per_node=gpus,
                                 name="ckit-doctor-nccl", time="15")
         job = ctx.launch(ctx.site, request, self.name)
         from ...launch.nccl_report import parse_runs

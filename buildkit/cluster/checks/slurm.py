@@ -56,7 +56,7 @@ GLOO = ("import os, sys\n"
 
 class GlooCheck(Check):
     name = "gloo"
-    summary = "a 2-node torch.distributed all-reduce over gloo in the image (--framework pytorch)"
+    summary = "a 2-node torch.distributed all-reduce over gloo in the image (--framework ddp)"
     order = 80
     needs_nodes = 2
     needs_image = True
@@ -74,13 +74,15 @@ class GlooCheck(Check):
         target = REGISTRY.get(kind, "runtime").artifact
         image = str(ctx.artifact(target, None)) if target else ctx.image
         part = multi_node_partition(ctx.site)
-        request = LaunchRequest(command=("python3", "-c", GLOO.replace("$", "$$")), image=image, nodes=2,
-                                tasks_per_node=1, partition=part, framework="pytorch", name="ckit-doctor-gloo",
+        command = ("sh", "-c", f"command -v python3 >/dev/null || {{ echo {MARK} torch=none; exit 0; }}; "
+                   'exec python3 -c "$$0"', GLOO.replace("$", "$$"))
+        request = LaunchRequest(command=command, image=image, nodes=2, launcher="srun",
+                                tasks_per_node=1, partition=part, framework="ddp", name="ckit-doctor-gloo",
                                 time="10", runtime=kind)
         job = ctx.launch(ctx.site, request, self.name)
         marked = job.marked()
         if marked.get("torch"):
-            return self.result("skipped", "the image has no torch: give an image with PyTorch")
+            return self.result("skipped", "the image has no python3 with torch: give an image with PyTorch")
         if job.exit_code == 0 and marked.get("sum") == ["3", "3"]:
             return self.result("passed", f"partition {part}: both ranks summed 3 over gloo ({kind})", ctx.site)
         return self.result("failed", f"exit {job.exit_code}, sums {marked.get('sum')}: {job.tail()}")
