@@ -10,7 +10,7 @@ from dataclasses import replace
 from ...launch.model import LaunchRequest
 from . import MARK, Check, CheckResult, Context, JobRun
 
-BIND = "/ckit-doctor-bind"
+BIND = "/mnt/0"  # in every .sqsh ckit writes: ch-run cannot make a mount point in a read-only image
 # $$ is a literal $ in the words of a command: these expand in the task's shell, inside the container
 PROBE = (f"echo {MARK} rank=$$CKIT_DOCTOR_RANK; echo {MARK} pwd=$$(pwd); echo {MARK} path=$$PATH; "
          f"echo {MARK} bind=$$(cat {BIND}/marker)")
@@ -32,7 +32,7 @@ class RunsArtifact(Check):
         if not self.target and (ctx.image or "").startswith("docker-daemon:"):
             # the image is in the nodes' own engine storage: nothing is pulled, whatever the nodes reach
             site = replace(site, compute_internet=True)
-        image = str(ctx.artifact(self.target, None)) if self.target else _reference(ctx.image or "")
+        image = str(ctx.artifact(self.target, None)) if self.target else reference(ctx.image or "")
         bind = ctx.folder / "bind"
         bind.mkdir(exist_ok=True)
         (bind / "marker").write_text(f"{self.name}\n")
@@ -66,6 +66,6 @@ BACKENDS: tuple[Check, ...] = (RunsArtifact("apptainer", "sif"), RunsArtifact("s
             RunsArtifact("charliecloud", "sqsh"), RunsArtifact("podman", ""))
 
 
-def _reference(source: str) -> str:
+def reference(source: str) -> str:
     """The image podman runs: the SOURCE without its transport (docker://REF, docker-daemon:REF)."""
     return source.removeprefix("docker://").removeprefix("docker-daemon:")

@@ -70,9 +70,10 @@ class GlooCheck(Check):
         if kind == "none" or kind not in ctx.node.runtimes():
             return self.result("absent", f"the site's first runtime ({kind}) is not on the nodes")
         from ...launch.runtimes import REGISTRY
+        from .artifact import reference
 
         target = REGISTRY.get(kind, "runtime").artifact
-        image = str(ctx.artifact(target, None)) if target else ctx.image
+        image = str(ctx.artifact(target, None)) if target else reference(ctx.image or "")
         part = multi_node_partition(ctx.site)
         command = ("sh", "-c", f"command -v python3 >/dev/null || {{ echo {MARK} torch=none; exit 0; }}; "
                    'exec python3 -c "$$0"', GLOO.replace("$", "$$"))
