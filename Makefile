@@ -9,7 +9,7 @@ PYTHON ?= $(shell for p in python3 /usr/bin/python3 /usr/local/bin/python3; do \
 export CKIT_RUN_DIR ?= $(CURDIR)/.run
 export NO_MKDOCS_2_WARNING := 1  # mkdocs-material prints an end-of-life notice on every build
 
-.PHONY: install deps test lint docs demo bench clean
+.PHONY: install deps test check lint docs demo bench clean
 
 install: $(VENV)/.installed
 
@@ -28,7 +28,13 @@ test: deps install
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mkdocs build --strict --quiet
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q --durations=30
+
+check: install  ## the edit loop: lint, import contracts, types and the unit tests (no components), in minutes
+	$(VENV)/bin/ruff check buildkit ckit tests docs examples
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
+	$(VENV)/bin/pytest -q tests/unit
 
 lint: install
 	$(VENV)/bin/ruff check buildkit ckit tests docs examples

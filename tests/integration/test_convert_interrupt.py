@@ -89,29 +89,46 @@ def test_two_concurrent_converts_do_the_work_once(debian_archive: Path, tmp_path
 
 
 def test_ctrl_c_on_the_process_group_is_an_interrupt_not_a_tool_failure(debian_archive: Path, tmp_path: Path) -> None:
-    """A terminal's Ctrl-C: exit 130, 'interrupted', no file, whatever the phase (reading layers, or
-    compressing on the writer's threads)."""
+    """A terminal's Ctrl-C: exit 130, 'interrupted', no file, whatever the phase: the interrupt is sent once the
+    conversion has reached it (its file in the store has appeared: reading layers; holds a quarter, then half of
+    the size the whole file has: compressing on the writer's threads), never after a guessed share of a timed
+    window, so a loaded machine moves nothing but the wait."""
     env = {**os.environ, "CKIT_CACHE_DIR": str(tmp_path / "cache")}
-    began = time.monotonic()
-    subprocess.run(ckit_argv(f"docker-archive:{debian_archive}", tmp_path / "timing.sqsh"),  # noqa: S603
-                   env={**env, "CKIT_CACHE_DIR": str(tmp_path / "timing-cache")}, capture_output=True, check=True)
-    window = time.monotonic() - began
+    whole = tmp_path / "whole.sqsh"
+    subprocess.run(ckit_argv(f"docker-archive:{debian_archive}", whole),  # noqa: S603
+                   env={**env, "CKIT_CACHE_DIR": str(tmp_path / "whole-cache")}, capture_output=True, check=True)
+    size = whole.stat().st_size
     interrupted = 0
-    for n, fraction in enumerate((0.3, 0.6, 0.8)):
+    for n, share in enumerate((0.0, 0.25, 0.5)):
         out = tmp_path / f"out-{n}.sqsh"
         argv = ckit_argv(f"docker-archive:{debian_archive}", out) + ["--compress", f"zstd:{n + 1}"]
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,  # noqa: S603
                                 text=True, start_new_session=True)
-        time.sleep(fraction * window)
-        if proc.poll() is not None:
-            continue  # finished first on a fast run: nothing to interrupt
+        if not _wait_for_partial(tmp_path / "cache", int(share * size), proc):
+            continue  # it finished before it got there (a fast run and a small share): nothing to interrupt
         os.killpg(proc.pid, signal.SIGINT)
         _, stderr = proc.communicate(timeout=60)
         assert proc.returncode == 130, stderr
         assert "interrupted" in stderr and "stopped reading" not in stderr
         assert not out.exists()
+        assert not list((tmp_path / "cache").rglob("*.tmp")), "a partial file was left in the store"
         interrupted += 1
     assert interrupted >= 2, "the conversions finished before the interrupts"
+
+
+def _wait_for_partial(cache: Path, least: int, proc: subprocess.Popen[str]) -> bool:
+    """Until the conversion's file in the store (``*.tmp``) exists and holds ``least`` bytes; False when the
+    process ended first."""
+    deadline = time.monotonic() + 300
+    while proc.poll() is None and time.monotonic() < deadline:
+        for part in cache.rglob("*.tmp"):
+            try:
+                if part.stat().st_size >= least:
+                    return True
+            except FileNotFoundError:
+                pass  # renamed into place between the listing and the stat
+        time.sleep(0.005)
+    return False
 
 
 @pytest.mark.parametrize("entry", ["buildkit.cli", "buildkit.cache.importer"])

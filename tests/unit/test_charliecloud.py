@@ -79,7 +79,7 @@ def _plan(**kw):  # type: ignore[no-untyped-def]
 def test_registered_by_its_module_alone() -> None:
     backend = runtimes.REGISTRY.get("charliecloud", "--runtime")
     assert backend.artifact == "sqsh" and not backend.refs and "charliecloud" in runtimes.REGISTRY.help()
-    assert [r.kind for r in load_site("local").runtimes] == ["podman", "charliecloud", "none"]
+    assert [r.kind for r in load_site("local").runtimes] == ["podman", "charliecloud", "apptainer", "none"]
 
 
 def test_the_task_line_sets_env_workdir_binds_and_keeps_arguments_verbatim() -> None:

@@ -131,7 +131,7 @@ def test_other_usage_errors_in_ckit_words(argv, error, capsys) -> None:
 
 def test_aliases_of_habits(capsys, tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
-    assert main(["build", "demo", "-t", "x/y:1", "--dry-run"]) == 0
+    assert main(["build", "demo", "-t", "x/y:1", "--engine", "docker", "--dry-run"]) == 0
     assert "build x/y:1" in capsys.readouterr().out
     for flag in ("--bind", "-B"):
         assert main(["launch", "--site", "oci", "--image", "/x.sqsh", flag, "/a:/b", "--dry-run", "--", "x"]) == 0
