@@ -51,7 +51,9 @@ def _mounted(how: str, sqsh: Path, at: Path) -> Iterator[Path]:
 
 def _timed(argv: list[str]) -> float:
     started = time.perf_counter()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # noqa: S603
+    done = subprocess.run(argv, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # noqa: S603
+    if done.returncode:
+        raise RuntimeError(f"{' '.join(argv)}: exit {done.returncode}: {done.stderr.decode(errors='replace')[-800:]}")
     return time.perf_counter() - started
 
 
@@ -65,7 +67,8 @@ def _cold(how: str, sqsh: Path | None, tree: Path, at: Path, argv_of) -> float: 
 
 
 def _import(root: Path) -> list[str]:
-    return ["ch-run", str(root), "--", *FIRST]
+    # ch-run refuses to start without USER, which a bench's environment may lack
+    return ["env", f"USER={os.environ.get('USER') or 'root'}", "ch-run", str(root), "--", *FIRST]
 
 
 def _read(root: Path) -> list[str]:
