@@ -3,6 +3,7 @@ and ``ckit stage`` fills."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,8 +58,15 @@ class CacheListing:
 
 
 def _notes(cache: CacheDir) -> list[str]:
-    """What a reader of this cache should know: an ignored policy, folders of the old shared layout."""
+    """What a reader of this cache should know: an ignored policy, trees someone made under another user's name
+    (nobody serves from them; root should remove them), folders of the old shared layout."""
     notes = [cache.folder.policy().note] if cache.folder.policy().note else []
+    mine = f"u{os.geteuid()}"
+    for why in cache.folder.squatted():
+        yours = Path(why.split(": ", 1)[0]).name == mine
+        notes.append(f"{why}: not a tree of its user's, nobody serves from it"
+                     + ("; you convert into your personal store instead" if yours else "")
+                     + " (root may remove it)")
     if cache.legacy():
         notes.append(f"{cache.root} holds folders of the shared layout of earlier ckit versions "
                      f"({', '.join(cache.legacy())}), which nothing serves any more: the folder's owner may remove "

@@ -7,10 +7,19 @@ site's container runtime and the framework's variables per task (``RANK``/``WORL
 ``major.minor``, submitit and cloudpickle versions: before queueing when the image is a file ckit can read, and
 again at the start of each task), and the job's state from the site's scheduler (the controller, accounting
 or ckit's own record: a failed or cancelled job ends the wait even where ``sacct`` has nothing).
+
+The folder holds pickles: whoever can write it runs code as its user (a result pickle is unpickled by
+``job.result()``, the submitted one by the job), and whoever can read it reads the call's arguments and results.
+So it is the user's alone (:func:`job_folder`): a folder another user can write is refused, one that is missing
+is made 0700 (in a sticky shared folder too, when no one else took its name first), every file ckit and the job
+write there is 0600, and a result is unpickled only from a file of the user's that nobody else can read or write.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import stat
 import sys
 import time
 import uuid
@@ -42,11 +51,17 @@ _ALIASES = {"timeout_min": "time", "job_name": "name", "ntasks_per_node": "tasks
 # checked (a mismatch becomes the task's result, so job.result() raises it), then submitit's own task runner.
 BOOTSTRAP = """\
 import os, sys
+os.umask(0o077)
 folder, want = sys.argv[1], dict(a.split("=", 1) for a in sys.argv[2:])
 job, task = os.environ.get("SLURM_JOB_ID", "0"), os.environ.get("SLURM_PROCID", "0")
+for path in (folder, os.path.join(folder, "%s_submitted.pkl" % job)):
+    st = os.lstat(path) if os.path.lexists(path) else None
+    if st is not None and (st.st_uid != os.getuid() or st.st_mode & 0o022):
+        sys.stderr.write("ckit: %s is not this user's alone: not unpickled\\n" % path)
+        sys.exit(3)
 base = os.path.join(folder, "%s_%s_" % (job, task))
 for fd, ext in ((1, "log.out"), (2, "log.err")):
-    log = os.open(base + ext, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    log = os.open(base + ext, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(log, fd)
     os.close(log)
 problems = []
@@ -74,6 +89,47 @@ sys.argv = [sys.argv[0], folder]
 from submitit.core.submission import submitit_main
 submitit_main()
 """
+
+
+def job_folder(folder: Path, *, make: bool = False) -> Path:
+    """``folder`` when it is this user's alone (module doc), made 0700 when missing and ``make``; ConfigError
+    naming the folder and what is wrong otherwise."""
+    from ..storage.safefs import place_flaw
+
+    hint = "give a folder of your own that nobody else may write (ckit makes a missing one 0700)"
+    why = place_flaw(folder)
+    if why is None and make:
+        with contextlib.suppress(FileExistsError):  # made meanwhile, or not a folder: checked below
+            folder.mkdir(mode=0o700, parents=True)
+        why = place_flaw(folder)  # made by someone else meanwhile?
+    try:
+        st = os.stat(folder)
+    except FileNotFoundError:
+        st = None
+    if why is None and st is not None:
+        if not stat.S_ISDIR(st.st_mode):
+            why = "it is not a folder"
+        elif st.st_uid != os.geteuid():
+            why = f"it belongs to uid {st.st_uid}"
+        elif st.st_mode & 0o022:
+            why = f"others may write it (mode {stat.S_IMODE(st.st_mode):04o})"
+    if why is not None:
+        raise ConfigError(f"folder {folder}: {why}: whoever can write it can run code as you through the pickles "
+                          "ckit keeps there", hint=hint)
+    return folder
+
+
+def trusted_result(path: Path) -> None:
+    """Refuse to unpickle a result file that is not the user's alone (someone else made it, or could change it)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return  # none yet: submitit's own wait and message
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        raise LaunchError(f"{path}: not unpickled: it is not a file of yours that only you may read and write "
+                          f"(uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o})",
+                          hint="someone else may have planted it; look at the folder's other files before you trust "
+                               "them")
 
 
 def local_versions() -> dict[str, str]:
@@ -155,6 +211,7 @@ class FunctionJob(core.Job[R]):
             time.sleep(1)
 
     def _get_outcome_and_result(self) -> tuple[str, Any]:
+        trusted_result(self.paths.result_pickle)
         try:
             return super()._get_outcome_and_result()
         except utils.UncompletedJobError as err:  # no result: the job's own log says why (the runtime's errors)
@@ -190,6 +247,7 @@ class Executor(core.PicklingExecutor):
                  framework: str = "none", python: str = "python3", cwd: str | Path | None = None,
                  sites: Folders = (), check_image: bool = True, max_num_timeout: int = 3) -> None:
         super().__init__(folder, max_num_timeout)
+        job_folder(utils.JobPaths.get_first_id_independent_folder(self.folder))
         self.site = required_site(site, sites)
         self.python, self.check_image = python, check_image
         self.cwd = Path(cwd).absolute() if cwd is not None else Path.cwd()
@@ -244,7 +302,8 @@ class Executor(core.PicklingExecutor):
         if scheduler_of(plan).no_control:
             raise ConfigError(f"{self.site.name} submits nothing: {scheduler_of(plan).no_control}",
                               hint="run functions on a Slurm site")
-        self.folder.mkdir(parents=True, exist_ok=True)
+        job_folder(utils.JobPaths.get_first_id_independent_folder(self.folder), make=True)
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         script = self.folder / f".submission_file_{uuid.uuid4().hex}.sh"
         result = execute(plan, Execution(submit=True, script=script, cwd=self.cwd))
         if result.job_id is None:
@@ -254,6 +313,15 @@ class Executor(core.PicklingExecutor):
                                             tasks=list(range(plan.total_tasks)))
         job.paths.move_temporary_file(script, "submission_file", keep_as_symlink=True)
         return job
+
+    def _internal_process_submissions(self, delayed_submissions: list[utils.DelayedSubmission]) -> list[core.Job[Any]]:
+        """submitit's submission, every file it writes (the pickled call, the script) made 0600."""
+        job_folder(utils.JobPaths.get_first_id_independent_folder(self.folder), make=True)
+        umask = os.umask(0o077)  # submitit opens its files itself; only more closed ever, for any thread meanwhile
+        try:
+            return super()._internal_process_submissions(delayed_submissions)
+        finally:
+            os.umask(umask)
 
     def _num_tasks(self) -> int:
         return self.plan().total_tasks

@@ -11,6 +11,7 @@ user the registry accepted for that repository before (or when it was public).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -163,6 +164,8 @@ def _make_once(cache: CacheDir, want: Want, client: Any, digest: str, log: Log) 
     if _await_trusted(cache, store, name, done, log):
         return made_elsewhere[0]
     store.ensure()
+    if _private(want):  # lease files lie in a folder others may list: a private repository's name is not shown
+        name = hashlib.sha256(name.encode()).hexdigest()
     lease = Lease(store.locks / f"{name}.lease", holder=cache.holder, on_wait=log)
     if not lease.acquire(until=done):
         return made_elsewhere[0]
@@ -174,7 +177,7 @@ def _make_once(cache: CacheDir, want: Want, client: Any, digest: str, log: Log) 
 
 def _await_trusted(cache: CacheDir, writer: Any, name: str, done: Callable[[], bool], log: Log) -> bool:
     """Wait while another trusted tree's live lease converts ``name``; whether the result arrived meanwhile."""
-    from ..storage.lease import Watch, read_owner, stale_seconds, wait_seconds
+    from ..storage.lease import Watch, holder_text, read_owner, stale_seconds, wait_seconds
 
     watches = {s.locks / f"{name}.lease": Watch(stale_seconds()) for s in cache.readers() if s.root != writer.root}
     began = time.monotonic()
@@ -188,7 +191,8 @@ def _await_trusted(cache: CacheDir, writer: Any, name: str, done: Callable[[], b
         if done():
             return True
         if time.monotonic() - began > 1 and not int(time.monotonic() - began) % 15:
-            log(f"waiting for {', '.join(str(p.parent.parent) for p in watches)} to finish converting this image")
+            holders = "; ".join(f"{holder_text(read_owner(p))} in {p.parent.parent}" for p in watches)
+            log(f"waiting for {holders} to finish converting this image (at most {wait_seconds():.0f} s)")
         time.sleep(0.25)
     return False
 

@@ -25,6 +25,7 @@ TYPE_CHECKING = False  # not typing's: a waiter handed its image by a peer loads
 if TYPE_CHECKING:  # the fetch machinery loads only when an image is fetched (start-up time)
     from collections.abc import Callable, Mapping
 
+    from ..storage.cache import CacheDir
     from .fetch import Served
 
 PROG = "ckit-pyxis-importer"
@@ -82,13 +83,33 @@ def get(uri_text: str, env: Mapping[str, str]) -> tuple[Served, str | None]:
     cache = CacheDir(cfg.cache, cfg.hold_max_age, fallback=default_root())
     cache.holder, cache.on_wait = holder, log
     want = Want(uri.ref, "sqsh", compression.label, credentials, insecure=insecure, holder=holder, uid=os.getuid())
-    served = ensure(cache, want, log)
+    try:
+        served = ensure(cache, want, log)
+    except OSError as err:
+        raise _os_error(err, cache) from err
+    if cache.folder.taken:
+        log(f"warning: {cache.folder.taken}: another user made it under your name, so your images go to your "
+            f"personal store {default_root()} (ask the cluster's admin to remove it)")
     if served.converted and cfg.max_size is not None:
         for gone in cache.evict(cfg.max_size):
             log(f"evicted {gone.meta.get('source') or gone.key} ({gone.size / 1e6:.0f} MB, least recently used)")
     per_step = any(name in cfg.variables for name in peers.HOLDER_VARS)
     tree = cache.own_root()
     return served, None if served.offline or per_step or tree is None else str(tree)
+
+
+def _os_error(err: OSError, cache: CacheDir) -> Exception:
+    """An OSError of a conversion as one line naming where it wrote and what to do (a full disk has no file)."""
+    import errno
+
+    from ..errors import os_error
+
+    where = err.filename if err.filename is not None else cache.own_root() or cache.root
+    failed = os_error(err, where, "write the image")
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        failed.hint = (f"free space there (ckit cache prune --cache {cache.root} --max-size SIZE removes your least "
+                       "recently used images), or ask the cluster's admin")
+    return failed
 
 
 def serve_shared(shared: peers.Shared, env: Mapping[str, str]) -> str | None:

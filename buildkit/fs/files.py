@@ -274,8 +274,10 @@ def _linked_or_copied(src: Path, tmp: Path) -> int:
         tmp.unlink(missing_ok=True)
         try:
             os.link(src, tmp)
-        except OSError:
+        except OSError:  # a copy made 0600, then given the image's mode: a private image's copy stays private
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
             shutil.copyfile(src, tmp)
+            shutil.copymode(src, tmp)
             with tmp.open("rb") as f:
                 os.fsync(f.fileno())
         try:

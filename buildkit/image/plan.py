@@ -93,7 +93,7 @@ def plan(source: str | Source, target: str, *, output: Path | None = None, compr
     key = store_mod.make_key(source_digest=digest, target=target, compression=compression.label,
                              origin=deffile if target == "sif" else origin, source_date_epoch=epoch)
     return ConvertPlan(src, target, compression, digest, key, Path(output) if output else None, deffile, origin,
-                       epoch)
+                       epoch, src.private)
 
 
 def input_paths(source: Source) -> list[Path]:

@@ -9,7 +9,9 @@ serves, is :mod:`.trust`'s: every user writes only their own tree ``u<UID>/``, a
     refs/stacks/<stack>.<target>.<compression>.json                          a staged ckit stack -> key
     holds/<key>/<job>.<step>@<host>  a step of this user uses <key> (in whichever tree it is): eviction skips it
     used/<key>                      its modification time is this user's last use of <key>
-    access/<registry>+<repo>        the registry let this user pull the repository (``public``: without credentials)
+    access/<registry>+<repo>        the registry let anyone pull the repository without credentials (``public``)
+    private/                        0700: ``refs/`` and ``access/`` of images pulled with credentials (whose names
+                                    are nobody else's business), read by this user only
 
 A record under ``refs/`` only points, within its own tree: it names a key, and a reader checks that it names the
 digest, format and compression it was looked up for; an entry whose artifact is gone or fails its check is a miss.
@@ -17,8 +19,10 @@ A reader takes its hold and stamps its use *before* it looks the file up. Evicti
 checks again that no step of any user holds it and that no use stamp moved (a stamp is read by opening the file,
 which on NFS fetches fresh attributes even where a folder listing may lag), and only then deletes it; otherwise it
 links the file back. So a path the importer printed stays valid while its step holds it, and eviction never races a
-reader into a missing file. Users evict from their own tree, root from every tree; a hold protects an artifact for
-``hold_max_age`` whoever took it.
+reader into a missing file. Users evict from their own tree, root from every tree, and each counts only what it
+may evict, on the blocks the files take (a sparse file claims nothing): no user's files make another user evict.
+A hold protects an artifact for ``hold_max_age`` whoever took it, but only as a regular file dated no later than
+now (:func:`.holds.is_live`): nobody pins an image for ever.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from .reuse_files import ReuseSweep
 from .store import Entry, Store
 from .trust import CacheRoot, tree_name
 
+PRIVATE = "private"  # a tree's folder of records about images pulled with credentials (0700)
 HOLD_MAX_AGE = 24 * 3600.0  # a hold older than this is from a step that died without release
 LEGACY = ("artifacts", "refs", "holds", "used", "access", "locks", "work", "reuse")  # the shared layout before trees
 
@@ -117,6 +122,11 @@ class CacheDir:
                 store = self.tree_store(os.geteuid())
             elif self.fallback is not None:
                 store = Store(self.fallback)
+            elif self.folder.taken:
+                tree = self.root / tree_name(os.geteuid())
+                raise ConfigError(f"{self.folder.taken}: ckit neither writes there nor serves from it",
+                                  hint=f"ask root to remove {tree}: another user made it under your name "
+                                       "(you did not make it as it is)")
             else:
                 raise ConfigError(f"cache folder {self.root} is not writable for you",
                                   hint="ask its owner to stage the image, or use a folder you may write (--dest)")
@@ -146,14 +156,23 @@ class CacheDir:
 
     # -- refs ----------------------------------------------------------------------------------------
 
+    def _ref_folders(self, store: Store, *parts: str) -> list[Path]:
+        """Where ``store``'s records under ``parts`` lie: the public folder, and for this user's own store its
+        private one (``private/``, 0700: the names of private repositories are nobody else's business)."""
+        folders = [store.root.joinpath(*parts)]
+        return [*folders, store.root.joinpath(PRIVATE, *parts)] if store.owner == os.geteuid() else folders
+
     def read_ref(self, store: Store, kind: str, name: str) -> dict[str, Any] | None:
         """A record of ``store``'s (sound as its owner's, bounded), or None."""
-        raw = safefs.read_small(store.root / "refs" / kind / f"{name}.json", store.owner)
-        try:
-            data = json.loads(raw) if raw is not None else None
-        except ValueError:
-            return None
-        return data if isinstance(data, dict) else None
+        for folder in self._ref_folders(store, "refs", kind):
+            raw = safefs.read_small(folder / f"{name}.json", store.owner)
+            try:
+                data = json.loads(raw) if raw is not None else None
+            except ValueError:
+                continue
+            if isinstance(data, dict):
+                return data
+        return None
 
     def find_refs(self, kind: str, name: str) -> list[tuple[Store, dict[str, Any]]]:
         """The record ``kind/name`` in every store this user serves from, newest first."""
@@ -161,18 +180,24 @@ class CacheDir:
         return sorted(found, key=lambda item: -_number(item[1].get("time")))
 
     def write_ref(self, kind: str, name: str, data: dict[str, Any], *, private: bool = False) -> None:
+        """A record in this user's store: a ``private`` one (an image pulled with credentials) in its private
+        folder, 0600, its name included."""
         store = self.writer()
-        folder = store.root / "refs" / kind
+        top = store.root / PRIVATE if private else store.root
+        folder = top / "refs" / kind
+        if private:
+            safefs.ensure_dir(top, 0o700)
         for path in (folder.parent, folder):
-            safefs.ensure_dir(path, 0o755)
+            safefs.ensure_dir(path, 0o700 if private else 0o755)
         text = json.dumps({**data, "time": int(time.time())}, indent=2, sort_keys=True) + "\n"
         safefs.write_file(folder, f"{name}.json", text.encode(), 0o600 if private else 0o644)
 
     def ref_files(self, store: Store, kind: str, pattern: str) -> list[dict[str, Any]]:
         """Every sound record of ``store`` under ``refs/kind`` whose file name matches ``pattern``."""
+        names = {path.name for folder in self._ref_folders(store, "refs", kind) for path in folder.glob(pattern)}
         found = []
-        for path in sorted((store.root / "refs" / kind).glob(pattern)):
-            data = self.read_ref(store, kind, path.name.removesuffix(".json"))
+        for name in sorted(names):
+            data = self.read_ref(store, kind, name.removesuffix(".json"))
             if data is not None:
                 found.append(data)
         return found
@@ -219,7 +244,7 @@ class CacheDir:
                     for item in listing:
                         with contextlib.suppress(OSError):
                             st = item.stat(follow_symlinks=False)
-                            if now - st.st_mtime < self.hold_max_age:
+                            if holds.is_live(st, now, self.hold_max_age):
                                 live.append(item.name if uid == os.geteuid() else f"{item.name} (uid {uid})")
             finally:
                 os.close(fd)
@@ -239,27 +264,34 @@ class CacheDir:
         return tuple(stamps)
 
     def last_used(self, entry: Entry) -> float:
+        """The latest use of ``entry`` by any user, never later than now (a date set in the future is no use)."""
         stamps = self.use_stamps(entry.key)
-        return max(ns for _, ns in stamps) / 1e9 if stamps else _number(entry.meta.get("created"))
+        when = max(ns for _, ns in stamps) / 1e9 if stamps else _number(entry.meta.get("created"))
+        return min(when, time.time())
 
     def grant(self, registry: str, repository: str, who: str) -> None:
         """Remember that the registry let this user (``who``: its uid, or ``public``) pull from the repository."""
         tree = self.own_root()
         if tree is None:
             return
+        public = who == "public"
+        folder = tree / "access" if public else tree / PRIVATE / "access"  # a private repository's name is private
         with contextlib.suppress(OSError, safefs.Unsafe):
-            safefs.ensure_dir(tree / "access", 0o755)
+            if not public:
+                safefs.ensure_dir(folder.parent, 0o700)
+            safefs.ensure_dir(folder, 0o755 if public else 0o700)
             name = safe_name(f"{registry}/{repository}")
-            if safefs.read_small(tree / "access" / name, os.geteuid(), 64) != who.encode():
-                safefs.write_file(tree / "access", name, who.encode(), 0o644)
+            if safefs.read_small(folder / name, os.geteuid(), 64) != who.encode():
+                safefs.write_file(folder, name, who.encode(), 0o644 if public else 0o600)
 
     def granted(self, registry: str, repository: str) -> bool:
         """The registry let this user pull the repository before, or a trusted writer found it public."""
         name = safe_name(f"{registry}/{repository}")
         for store in self.readers():
-            seen = safefs.read_small(store.root / "access" / name, store.owner, 64)
-            if seen is not None and (store.owner == os.geteuid() or seen == b"public"):
-                return True
+            for folder in self._ref_folders(store, "access"):
+                seen = safefs.read_small(folder / name, store.owner, 64)
+                if seen is not None and (store.owner == os.geteuid() or seen == b"public"):
+                    return True
         return False
 
     # -- listing and eviction ------------------------------------------------------------------------
@@ -271,7 +303,7 @@ class CacheDir:
         for uid, _ in self.folder.trees():
             for entry in self.tree_store(uid).entries():
                 with contextlib.suppress(OSError):
-                    size = os.lstat(entry.path).st_size
+                    size = safefs.disk_bytes(os.lstat(entry.path))
                     out.append(CacheEntry(entry.key, entry.path, size, self.last_used(entry),
                                           self.holders(entry.key), entry.meta, uid, uid in trusted))
         return out
@@ -280,10 +312,10 @@ class CacheDir:
         return sum(e.size for e in self.entries())
 
     def evict(self, max_bytes: int, *, dry_run: bool = False, sweep: bool = True) -> list[CacheEntry]:
-        """Remove least recently used artifacts no step holds until the cache fits ``max_bytes`` (this user's own,
-        or everyone's for root), then (unless ``sweep`` is off: the caller sweeps) the reuse files only they
-        needed."""
-        entries = sorted(self.entries(), key=lambda e: e.last_used)
+        """Remove least recently used artifacts no step holds until what this user may remove fits ``max_bytes``
+        (its own tree, or every tree for root: what others keep is theirs to count, so no user's claims make
+        another evict), then (unless ``sweep`` is off: the caller sweeps) the reuse files only they needed."""
+        entries = sorted((e for e in self.entries() if _may_remove(e)), key=lambda e: e.last_used)
         total = sum(e.size for e in entries)
         removed = []
         for entry in entries:

@@ -7,6 +7,7 @@ import shutil
 import time
 from pathlib import Path
 
+from .holds import is_live
 from .lease import clear_if_gone, read_owner
 from .store import Store
 
@@ -17,7 +18,7 @@ def leftovers(store: Store, older_than: float, hold_max_age: float) -> list[str]
     now, removed = time.time(), []
     for hold in (store.root / "holds").glob("*/*"):
         with contextlib.suppress(OSError):
-            if now - hold.lstat().st_mtime >= hold_max_age:
+            if not is_live(hold.lstat(), now, hold_max_age):
                 hold.unlink()
                 removed.append(str(hold))
     for lease in store.locks.glob("*.lease"):

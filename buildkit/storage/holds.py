@@ -11,16 +11,24 @@ Standard library only and cheap to import: a Pyxis importer that is handed its i
 from __future__ import annotations
 
 import os
+import stat
 import time
 
 from . import safefs
 
 _HEX = frozenset("0123456789abcdef")
+CLOCK_SKEW = 300.0  # seconds a hold taken on another node may seem to lie in the future (clocks drift apart)
 
 
 def is_key(value: object) -> bool:
     """A store key (64 hex digits): what a record must name before it becomes part of a path."""
     return isinstance(value, str) and len(value) == 64 and _HEX.issuperset(value)
+
+
+def is_live(st: os.stat_result, now: float, max_age: float) -> bool:
+    """A hold counts only as a regular file (a link or anything else is none) dated within its lifetime: a date in
+    the future (beyond the clocks' drift) is a forgery that would pin the artifact for ever."""
+    return stat.S_ISREG(st.st_mode) and -CLOCK_SKEW <= now - st.st_mtime < max_age
 
 
 def is_holder(value: str) -> bool:

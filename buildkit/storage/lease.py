@@ -154,6 +154,14 @@ def read_owner(path: Path) -> tuple[os.stat_result, Owner | None] | None:
         os.close(fd)
 
 
+def holder_text(seen: tuple[os.stat_result, Owner | None] | None) -> str:
+    """Who holds a lease, for a waiting line: the user (the lock file's owner), the host and pid, the step."""
+    if seen is None:
+        return "a holder that is gone"
+    who = seen[1].describe() if seen[1] is not None else "an unknown holder"
+    return f"uid {seen[0].st_uid}, {who}"
+
+
 def _rchar() -> int | None:
     """Bytes this process has read so far (all threads), or None where the kernel does not say."""
     try:
@@ -247,13 +255,13 @@ class Lease:
                     continue
                 now = time.monotonic()
                 if now - began > limit:
-                    who = seen[1].describe() if seen is not None and seen[1] else "an unknown holder"
+                    who = holder_text(seen)
                     raise ConvertError(f"gave up waiting for {who}, which has held {self.path} for {limit:.0f} s",
                                        hint=f"retry later, or raise {WAIT_ENV} (seconds)")
                 if self.on_wait and seen is not None and now - reported >= WAIT_REPORT_EVERY:
                     reported = now
-                    who = seen[1].describe() if seen[1] else "an unknown holder"
-                    self.on_wait(f"waiting for {who}, holding {self.path.name} for {now - began:.0f} s")
+                    self.on_wait(f"waiting for {holder_text(seen)}, holding {self.path.name} for "
+                                 f"{now - began:.0f} s (at most {limit:.0f} s: {WAIT_ENV})")
                 delay = min(max((now - began) * POLL_SHARE, MIN_POLL), MAX_POLL)
                 time.sleep(delay * (0.7 + 0.6 * os.urandom(1)[0] / 255))  # jitter: waiters spread out
         except BaseException:

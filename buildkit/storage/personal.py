@@ -19,7 +19,7 @@ import os
 import time
 from collections.abc import Collection
 
-from . import holds
+from . import holds, safefs
 from .cache import HOLD_MAX_AGE, CacheEntry, Pruned
 from .lease import Lease
 from .reuse_files import ReuseSweep
@@ -49,7 +49,7 @@ def _holders(store: Store, key: str, max_age: float) -> tuple[str, ...]:
     try:
         with os.scandir(store.root / "holds" / key) as listing:
             return tuple(sorted(item.name for item in listing
-                                if now - item.stat(follow_symlinks=False).st_mtime < max_age))
+                                if holds.is_live(item.stat(follow_symlinks=False), now, max_age)))
     except OSError:
         return ()
 
@@ -59,7 +59,8 @@ def entries(store: Store, hold_max_age: float = HOLD_MAX_AGE) -> list[CacheEntry
     found = []
     for entry in store.entries():
         with contextlib.suppress(OSError):
-            found.append(CacheEntry(entry.key, entry.path, os.lstat(entry.path).st_size, _last_used(store, entry),
+            found.append(CacheEntry(entry.key, entry.path, safefs.disk_bytes(os.lstat(entry.path)),
+                                    min(_last_used(store, entry), time.time()),
                                     _holders(store, entry.key, hold_max_age), entry.meta, store.owner, True))
     return sorted(found, key=lambda e: -e.last_used)
 

@@ -41,6 +41,11 @@ def flaw(st: os.stat_result, uid: int | None) -> str | None:
     return None
 
 
+def disk_bytes(st: os.stat_result) -> int:
+    """The space a file takes on disk (its blocks, not what its size claims: a sparse file takes next to none)."""
+    return int(getattr(st, "st_blocks", 0)) * 512 if hasattr(st, "st_blocks") else st.st_size
+
+
 def open_checked(path: str | os.PathLike[str], uid: int | None = None, *, dir_fd: int | None = None) -> int | None:
     """A descriptor of the regular file at ``path`` (not a link) that is sound as ``uid``'s, or None."""
     try:
@@ -93,15 +98,17 @@ def dir_flaw(path: str | os.PathLike[str], uid: int | None) -> str | None:
 
 def ensure_dir(path: str | os.PathLike[str], mode: int = 0o755) -> None:
     """The folder ``path`` of this user, made with ``mode`` when missing (a folder of this user's that others may
-    write is closed to them: it is about to hold what this user serves); :class:`Unsafe` when what is there is a
-    link, not a folder, or another user's (PermissionError etc. pass through)."""
+    write, or read beyond ``mode``, is closed to them: it is about to hold what this user serves or keeps);
+    :class:`Unsafe` when what is there is a link, not a folder, or another user's (PermissionError etc. pass
+    through)."""
     try:
         os.mkdir(path, mode)
         os.chmod(path, mode)  # the umask may have taken bits the folder needs (others read public images)
     except FileExistsError:
         st = os.lstat(path)
-        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and st.st_mode & 0o022:
-            os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o022)
+        closed = ~0o022 & ~(0o077 & ~mode)  # never writable by others; no more readable by them than ``mode``
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) & ~closed:
+            os.chmod(path, stat.S_IMODE(st.st_mode) & closed)
     why = dir_flaw(path, os.geteuid())
     if why is not None:
         raise Unsafe(f"{os.fspath(path)}: {why}")
@@ -187,3 +194,43 @@ def unlink_in(base: str | os.PathLike[str], parts: tuple[str, ...], name: str) -
         return False
     finally:
         os.close(dfd)
+
+
+def place_flaw(path: str | os.PathLike[str], allowed: tuple[int, ...] = ()) -> str | None:
+    """Why the folder at ``path`` may have been made or redirected by a user other than root, this user or
+    ``allowed``, or None. Walks the path as the kernel does (links followed, each one checked): a part that lies in
+    a folder others may write (``/scratch``, ``/tmp``) counts only when one of those users owns it, since anyone
+    else could have made it (or a link with its name) before its first use. A missing part is fine: it is made by
+    whoever uses the path first, as themselves."""
+    trusted = {0, os.geteuid(), *allowed}
+    todo = list(reversed(os.path.abspath(path).split("/")[1:]))
+    current, hops = "/", 0
+    while todo:
+        name = todo.pop()
+        if name in ("", "."):
+            continue
+        if name == "..":
+            current = os.path.dirname(current)
+            continue
+        here = os.path.join(current, name)
+        try:
+            shared = os.stat(current).st_mode & 0o022
+            st = os.lstat(here)
+        except FileNotFoundError:
+            return None
+        except OSError as err:
+            return f"{here}: {err.strerror or err}"
+        if shared and st.st_uid not in trusted:
+            return (f"{here} belongs to uid {st.st_uid} and lies in {current}, which others may write: anyone could "
+                    "have made it")
+        if stat.S_ISLNK(st.st_mode):
+            hops += 1
+            if hops > 40:
+                return f"{here}: too many levels of symbolic links"
+            target = os.readlink(here)
+            if target.startswith("/"):
+                current = "/"
+            todo.extend(reversed(target.split("/")))
+            continue
+        current = here
+    return None

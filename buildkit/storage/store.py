@@ -19,7 +19,9 @@ Only the store's owner writes it; a store is read as its owner's (``owner``): a 
 when it is a regular file of the owner that nobody else may write, the record names the key it is read for, and the
 artifact's inode, size and modification time are those the record kept when it was published (any write changes
 the mtime). No path is ever taken from a record: every file is named by its key. Artifacts of images fetched with
-credentials are published 0600 (``private``), the others 0644; reuse records are the owner's alone (0600).
+credentials are published 0600 (``private``), the others 0644; reuse records are the owner's alone (0600). A
+personal store's folders are 0700 (made so, or closed when found more open): nobody else lists or reads it; a tree
+of a shared cache is 0755, since others are served from it.
 
 Reuse files live only as long as what they point at: every removal of artifacts ends with :meth:`Store.sweep_reuse`,
 the one rule of :mod:`.reuse_files`.
@@ -102,10 +104,11 @@ class Store:
         """The store's folders, made when missing; ConfigError when they are not this user's alone."""
         if not self.writable:
             raise ConvertError(f"{self.root} is uid {self.owner}'s store: ckit writes only its user's own")
+        mode = 0o755 if self.parts else 0o700  # a tree of a shared cache serves others; a personal store does not
         try:
             self.root.parent.mkdir(parents=True, exist_ok=True)  # ~/.cache on a new account
             for folder in (self.root, self.artifacts, self.locks, self.work):
-                safefs.ensure_dir(folder, 0o755)
+                safefs.ensure_dir(folder, mode)
         except safefs.Unsafe as err:
             raise ConfigError(f"store {err}: ckit writes only into a folder of its user's that nobody else may "
                               "write", hint="point CKIT_CACHE_DIR at a folder of your own") from None

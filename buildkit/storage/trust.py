@@ -4,15 +4,21 @@ A cache folder (the Pyxis importer's, a site's staging folder) is shared by user
 no user writes where another one reads from::
 
     <cache>/                 made by the admin: when others may write it, it must be sticky (1777, or 3770 + a group)
-      ckit-cache.yaml        optional policy of the folder's owner (or root): ``trust: [USER, UID or @GROUP, …]``
+      ckit-cache.yaml        optional policy, root's: ``trust: [USER, UID or @GROUP, …]``
       u<UID>/                one user's tree (a store: :class:`.store.Store`), made by that user, 0755: nobody else
                              can create, replace or delete anything in it
 
 The sticky bit keeps users from renaming or removing each other's trees, and a tree counts as ``UID``'s only when
 it is a real folder owned by ``UID`` that no group or other user may write. A reader serves only from **trusted
-trees**: its own, root's, the cache folder owner's, and the users and groups the policy names. Anything another user
-converted is invisible to it unless the policy trusts that user: it converts its own copy instead. So no user can
-make another run an image they planted; the worst a co-tenant can do is fill the disk with their own tree.
+trees**: its own, root's, and the users and groups root's policy names (the folder's owner only when it is root or
+named there: whoever can create a folder in ``/scratch`` owns it). Anything another user converted is invisible to
+it unless the policy trusts that user: it converts its own copy instead. So no user can make another run an image
+they planted.
+
+No user can keep another from working either: a cache folder anyone but root (or this user) made in a folder
+others may write is refused with a message for the admin (:func:`.safefs.place_flaw`: anyone could have made it,
+or a link with its name, before its first use); a tree another user made under this user's name is reported and
+passed over (the user is still served the trusted trees and converts into its personal store).
 """
 
 from __future__ import annotations
@@ -37,8 +43,8 @@ def tree_name(uid: int) -> str:
 
 @dataclass(frozen=True)
 class Policy:
-    """The users (by uid) and groups (by gid) whose trees every reader of the cache trusts besides its own,
-    root's and the folder owner's; ``note`` says why a policy file was ignored, if it was."""
+    """The users (by uid) and groups (by gid) whose trees every reader of the cache trusts besides its own and
+    root's; ``note`` says why a policy file was ignored, if it was."""
 
     uids: frozenset[int] = frozenset()
     gids: frozenset[int] = frozenset()
@@ -108,10 +114,16 @@ class CacheRoot:
         self.path = Path(path)
         self._st: os.stat_result | None = None
         self._policy: Policy | None = None
+        self.taken = ""  # why this user's tree is not its own (made by someone else), once :meth:`own_tree` saw it
 
     def status(self) -> os.stat_result | None:
         """The folder's status once it passed :meth:`check_mode` (None while there is no folder)."""
         if self._st is None:
+            why = safefs.place_flaw(self.path)
+            if why is not None:
+                raise ConfigError(f"cache folder {self.path}: {why}; ckit neither serves from it nor writes there",
+                                  hint="an admin: make the cache folder as root (mkdir -m 1777, see "
+                                       "docs/cluster-cache.md), or point the configuration at a folder root made")
             try:
                 st = os.stat(self.path)  # the admin's path may be a link (to a Lustre project folder, say)
             except FileNotFoundError:
@@ -128,7 +140,7 @@ class CacheRoot:
         return st.st_uid if st is not None else None
 
     def policy(self) -> Policy:
-        """The folder's ``ckit-cache.yaml`` when its owner or root wrote it; an empty policy otherwise."""
+        """The folder's ``ckit-cache.yaml`` when root wrote it; an empty policy otherwise."""
         if self._policy is None:
             path = self.path / POLICY
             fd = safefs.open_checked(path)
@@ -141,19 +153,19 @@ class CacheRoot:
 
     def _read_policy(self, path: Path) -> Policy:
         st = os.lstat(path)
-        if st.st_uid not in (0, self.owner):
-            return Policy(note=f"{path} was ignored: it belongs to uid {st.st_uid}, not to the folder's owner")
+        if st.st_uid != 0:
+            return Policy(note=f"{path} was ignored: it belongs to uid {st.st_uid}, not to root")
         data = safefs.read_small(path, st.st_uid)
         if data is None:
             return Policy(note=f"{path} was ignored: others may write it, or it is too large")
         return parse_policy(data, str(path))
 
     def trusted_uids(self) -> list[int]:
-        """This user, root, the folder's owner and the users the policy names, in that order."""
+        """This user, root and the users root's policy names (the folder's owner among them, or not), in that
+        order."""
         found = [os.geteuid(), 0]
-        owner = self.owner
-        if owner is not None:
-            found.append(owner)
+        if self.owner is not None and self.owner in self.policy().uids:
+            found.append(self.owner)
         found += sorted(self.policy().uids)
         return list(dict.fromkeys(found))
 
@@ -172,7 +184,7 @@ class CacheRoot:
         return found
 
     def trusted_trees(self) -> list[tuple[int, Path]]:
-        """The trees a reader serves from: its own first, then root's, the owner's and the policy's."""
+        """The trees a reader serves from: its own first, then root's and the policy's."""
         if self.status() is None:
             return []
         uids = self.trusted_uids()
@@ -183,8 +195,8 @@ class CacheRoot:
                 if safefs.dir_flaw(self.path / tree_name(uid), uid) is None]
 
     def own_tree(self) -> Path | None:
-        """This user's tree, made when missing; None when this user cannot write the folder (then it only reads).
-        ConfigError when the name is taken by something this user did not make."""
+        """This user's tree, made when missing; None when this user cannot write the folder (then it only reads)
+        or another user took the name first (:attr:`taken` says how: the user converts elsewhere)."""
         tree = self.path / tree_name(os.geteuid())
         try:
             if self.status() is None:
@@ -195,10 +207,25 @@ class CacheRoot:
                 return None  # a reader of this cache, not a writer
             raise ConfigError(f"cache folder {self.path}: {err.strerror or err}") from None
         except safefs.Unsafe as err:
-            raise ConfigError(f"{err}: ckit neither writes there nor serves from it",
-                              hint=f"ask the owner of {self.path} (or root) to remove {tree}; you did not make it "
-                                   "as it is") from None
+            self.taken = str(err)
+            return None
         return tree
+
+    def squatted(self) -> list[str]:
+        """The entries named like a user's tree that are not that user's sound tree (made by someone else, a link,
+        open to others): what ``ckit cache ls`` reports, for the admin to remove."""
+        found = []
+        try:
+            with os.scandir(self.path) as listing:
+                names = sorted(item.name for item in listing)
+        except OSError:
+            return []
+        for name in names:
+            match = TREE.fullmatch(name)
+            why = safefs.dir_flaw(self.path / name, int(match.group(1))) if match else None
+            if why is not None:
+                found.append(f"{self.path / name}: {why}")
+        return found
 
 
 def check_mode(path: Path, st: os.stat_result) -> None:

@@ -21,8 +21,9 @@ from buildkit.storage.store import make_key
 DIGEST = "sha256:" + "cd" * 32
 
 
-def put(cache: CacheDir, name: str, size: int = 1000, target: str = "sqsh", used: float | None = None) -> str:
-    """Publish a fake artifact of ``size`` bytes (as a conversion would) and return its key."""
+def put(cache: CacheDir, name: str, size: int = 4096, target: str = "sqsh", used: float | None = None) -> str:
+    """Publish a fake artifact of ``size`` bytes (as a conversion would; a whole block, the space it is counted
+    by) and return its key."""
     key = make_key(source_digest=f"sha256:{name}", target=target)
     temp = cache.writer().temp_path(key, target)
     temp.write_bytes(b"x" * size)
@@ -50,9 +51,9 @@ def test_eviction_is_least_recently_used_and_skips_held_images(tmp_path: Path) -
     now = time.time()
     old, held, recent = (put(cache, n, used=now - age) for n, age in (("old", 300), ("held", 200), ("recent", 10)))
     cache.hold(held, "1.0@n")
-    assert [e.key for e in cache.evict(2000)] == [old]  # 3000 B > 2000: the least recently used goes
-    assert [e.key for e in cache.evict(1500)] == [recent]  # the held one is older, but held
-    assert [e.key for e in cache.evict(0)] == [] and cache.total_size() == 1000
+    assert [e.key for e in cache.evict(8192)] == [old]  # 3 blocks > 2: the least recently used goes
+    assert [e.key for e in cache.evict(6000)] == [recent]  # the held one is older, but held
+    assert [e.key for e in cache.evict(0)] == [] and cache.total_size() == 4096
     cache.release("1.0@n")
     assert [e.key for e in cache.evict(0)] == [held]
     assert cache.entries() == []
@@ -61,7 +62,7 @@ def test_eviction_is_least_recently_used_and_skips_held_images(tmp_path: Path) -
 def test_eviction_dry_run_removes_nothing(tmp_path: Path) -> None:
     cache = CacheDir(tmp_path)
     put(cache, "a")
-    assert len(cache.evict(0, dry_run=True)) == 1 and cache.total_size() == 1000
+    assert len(cache.evict(0, dry_run=True)) == 1 and cache.total_size() == 4096
 
 
 def test_a_hold_taken_while_evicting_keeps_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -71,7 +71,7 @@ def test_a_holder_that_beats_is_not_taken_over(tmp_path: Path) -> None:
     beater = threading.Thread(target=beat)
     beater.start()
     try:
-        with pytest.raises(ConvertError, match="gave up waiting for pid 4242 on other-node"):
+        with pytest.raises(ConvertError, match="gave up waiting for uid 0, pid 4242 on other-node"):
             Lease(path, stale=0.5).acquire(timeout=2.0)
     finally:
         stop.set()
@@ -198,7 +198,7 @@ def test_every_wait_has_an_overall_limit(tmp_path: Path, monkeypatch: pytest.Mon
     beater = threading.Thread(target=lambda: [os.utime(path) for _ in iter(lambda: stop.wait(0.1), True)])
     beater.start()
     try:
-        with pytest.raises(ConvertError, match="gave up waiting for pid 4242 on other-node") as err:
+        with pytest.raises(ConvertError, match="gave up waiting for uid 0, pid 4242 on other-node") as err:
             Lease(path, stale=60).acquire()
         assert "CKIT_LOCK_WAIT_SECONDS" in str(err.value.hint)
     finally:

@@ -45,20 +45,22 @@ def test_a_folder_others_may_write_must_be_sticky(tmp_path: Path) -> None:
     assert CacheRoot(sticky(tmp_path / "ok")).trusted_trees() == []
 
 
-def test_readers_trust_themselves_root_the_owner_and_the_policy_only(tmp_path: Path) -> None:
+def test_readers_trust_themselves_root_and_roots_policy_only(tmp_path: Path) -> None:
+    """The folder's owner is trusted only when root's policy names it (whoever creates a folder owns it), and only
+    root's policy file counts."""
     root = sticky(tmp_path / "cache")
     os.chown(root, 4000, 4000)  # a cache account owns the folder
     for uid in (0, 4000, 4001, OTHER):
         tree_of(root, uid)
     cache = CacheRoot(root)
-    assert [uid for uid, _ in cache.trusted_trees()] == [0, 4000]  # this test runs as root
-    (root / "ckit-cache.yaml").write_text("trust: [4001]\n")
-    os.chown(root / "ckit-cache.yaml", 4000, 4000)
+    assert [uid for uid, _ in cache.trusted_trees()] == [0]  # this test runs as root
+    (root / "ckit-cache.yaml").write_text("trust: [4000, 4001]\n")
     assert [uid for uid, _ in CacheRoot(root).trusted_trees()] == [0, 4000, 4001]
-    os.chown(root / "ckit-cache.yaml", OTHER, OTHER)  # a co-tenant's policy file is no policy
-    ignored = CacheRoot(root)
-    assert [uid for uid, _ in ignored.trusted_trees()] == [0, 4000]
-    assert "belongs to uid 65534, not to the folder's owner" in ignored.policy().note
+    for uid in (4000, OTHER):  # the folder owner's policy file, a co-tenant's: no policy
+        os.chown(root / "ckit-cache.yaml", uid, uid)
+        ignored = CacheRoot(root)
+        assert [uid for uid, _ in ignored.trusted_trees()] == [0]
+        assert f"belongs to uid {uid}, not to root" in ignored.policy().note
 
 
 def test_a_tree_counts_only_as_a_real_folder_of_its_user_that_nobody_else_writes(tmp_path: Path) -> None:
@@ -70,12 +72,17 @@ def test_a_tree_counts_only_as_a_real_folder_of_its_user_that_nobody_else_writes
     assert CacheRoot(root).trees() == []
 
 
-def test_a_tree_taken_by_someone_else_is_refused_with_what_to_do(tmp_path: Path) -> None:
+def test_a_tree_taken_by_someone_else_is_passed_over_and_reported(tmp_path: Path) -> None:
     root = sticky(tmp_path / "cache")
     (root / "u0").symlink_to(tmp_path / "elsewhere")
+    folder = CacheRoot(root)
+    assert folder.own_tree() is None and "it is a symbolic link" in folder.taken
+    assert folder.squatted() == [f"{root / 'u0'}: it is a symbolic link"]
+    fallback = CacheDir(root, fallback=tmp_path / "mine")
+    assert fallback.writer().root == tmp_path / "mine"  # served still, converting into a store of its own
     with pytest.raises(ConfigError, match="it is a symbolic link: ckit neither writes there") as err:
-        CacheRoot(root).own_tree()
-    assert "ask the owner of" in str(err.value.hint)
+        CacheDir(root).writer()  # no store to fall back to (ckit stage --dest)
+    assert "ask root to remove" in str(err.value.hint) and "you did not make it" in str(err.value.hint)
     assert not (tmp_path / "elsewhere").exists()
 
 

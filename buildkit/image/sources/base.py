@@ -64,6 +64,11 @@ class Source:
     text: str  # the SOURCE as the user wrote it
     image_ref: str  # what deffile ``from:`` and Enroot's provenance line name
 
+    @property
+    def private(self) -> bool:
+        """Read with credentials (a registry's): what is made of it is its user's alone."""
+        return False
+
     def identify(self) -> Identity:
         raise ConvertError(f"{self.text}: this source cannot be read")  # overridden by every source
 

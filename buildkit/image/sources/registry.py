@@ -52,6 +52,9 @@ class Blob(Protocol):
 class BlobClient(Protocol):
     """What the source asks of a registry client (:class:`buildkit.registry.distribution.client.RegistryClient`)."""
 
+    @property
+    def authenticated(self) -> bool: ...  # it has credentials for the registry (the image may be private)
+
     def get_manifest(self, repo: str, reference: str, accept: str = ...) -> Manifest: ...
     def open_blob(self, repo: str, digest: str, size: int | None = None) -> AbstractContextManager[Blob]: ...
 
@@ -74,6 +77,11 @@ class RegistrySource(Source):
         if self._client is None:
             self._client = self._connect()
         return self._client
+
+    @property
+    def private(self) -> bool:
+        """Read with credentials: what is made of it is its user's alone."""
+        return self.client.authenticated
 
     def manifest(self) -> dict[str, Any]:
         if self._manifest is None:

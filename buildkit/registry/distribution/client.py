@@ -113,6 +113,11 @@ class RegistryClient:
 
     # -- transport -------------------------------------------------------------------------------------
 
+    @property
+    def authenticated(self) -> bool:
+        """It has credentials for the registry: what it reads may be private."""
+        return self.auth.credentials is not None
+
     def _unreachable(self, url: str, err: Exception) -> RegistryError:
         reason = str(getattr(err, "args", [""])[0] if err.args else err)
         if "refused" in reason.lower():
