@@ -1,6 +1,6 @@
 """``ckit launch --code`` on the real local Slurm: the job runs the code folder as it was at launch, laid over an
 image holding an older copy, on both nodes of partition multi, with podman, Charliecloud's ch-run,
-SingularityCE (a Singularity site for this machine) and no container; an edit and a second launch run the new
+Apptainer (tara's singularity runtime, as this machine has it) and no container; an edit and a second launch run the new
 code from the same image file, neither rebuilt nor reconverted.
 
 The image: busybox with ``/workspace/app/main.sh`` saying ``image``, built by podman and converted to ``.sqsh``
@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from buildkit.launch.words import literal
 from tests.infra.containers import remove_images
 from tests.integration.registry_helpers import ckit, unique_repo
 from tests.integration.singularity_helpers import SITE_ARGS, site_for_this_machine
@@ -66,7 +65,7 @@ def converted(image: str, folder: Path) -> dict[str, Path]:
 
 def _launch(submit: Path, env: dict[str, str], *args: str) -> tuple[dict[str, Any], str]:
     ran = ckit("launch", "--json", "-J", "code", "--submit", "--wait", *args, "--", "sh",
-               literal("${CKIT_CODE}") + "/main.sh", env=env, cwd=submit)
+               "${CKIT_CODE}/main.sh", env=env, cwd=submit)
     assert ran.returncode == 0, ran.stderr
     result = json.loads(ran.stdout)
     log = (submit / f"code-{result['job_id']}.out").read_text(errors="replace")
@@ -74,7 +73,7 @@ def _launch(submit: Path, env: dict[str, str], *args: str) -> tuple[dict[str, An
 
 
 def _runtime_args(runtime: str, image: str, converted: dict[str, Path], modules: Path) -> list[str]:
-    if runtime == "singularity":  # tara's singularity module, as this machine has it
+    if runtime == "singularity":  # tara's singularity module: Debian's Apptainer here
         return ["--site", "tara", *SITE_ARGS["tara"], "-N", "2", "--env", f"MODULEPATH={modules}", "--runtime",
                 "singularity", "--image", str(converted["sif"])]
     common = ["--site", "local", "-p", "multi", "-N", "2", "--runtime", runtime]
@@ -85,7 +84,7 @@ def _runtime_args(runtime: str, image: str, converted: dict[str, Path], modules:
 
 @pytest.mark.parametrize("runtime", ["podman", "charliecloud", "singularity", "none"])
 def test_the_job_runs_the_code_as_launched_and_an_edit_needs_no_new_image(
-        runtime: str, slurm: Any, charliecloud: Any, singularity: Any, image: str, converted: dict[str, Path],
+        runtime: str, slurm: Any, charliecloud: Any, apptainer: Any, image: str, converted: dict[str, Path],
         folder: Path) -> None:
     submit = Path(tempfile.mkdtemp(prefix=f"job-{runtime}-", dir=folder))
     submit.chmod(0o755)
@@ -94,8 +93,12 @@ def test_the_job_runs_the_code_as_launched_and_an_edit_needs_no_new_image(
     env = {"CKIT_CACHE_DIR": str(submit / "cache"),
            "CKIT_SITES_PATH": str(site_for_this_machine("tara", submit, slurm.cpus))}
     dest = "" if runtime == "none" else ":/workspace/app"
-    args = _runtime_args(runtime, image, converted, singularity.modulefiles)
-    before = {p: p.stat() for p in converted.values()}
+    args = _runtime_args(runtime, image, converted, apptainer.modulefiles)
+    def state() -> dict[Path, tuple[int, int, int, int]]:  # not atime: a job reads the image
+        return {p: (p.stat().st_ino, p.stat().st_size, p.stat().st_mtime_ns, p.stat().st_ctime_ns)
+                for p in converted.values()}
+
+    before = state()
     for version in ("edit-1", "edit-2"):
         (code / "main.sh").write_text(MAIN.format(version=version))
         result, log = _launch(submit, env, *args, "--code", f"{code}{dest}")
@@ -108,4 +111,4 @@ def test_the_job_runs_the_code_as_launched_and_an_edit_needs_no_new_image(
         assert "CODE image" not in log
         record = json.loads(next((submit / "cache/jobs").glob(f"{result['job_id']}@*.json")).read_text())
         assert record["code"] == shipped["digest"] and record["code_source"] == str(code)
-    assert {p: p.stat() for p in converted.values()} == before  # the image files: neither rewritten nor replaced
+    assert state() == before  # the image files: neither rewritten nor replaced
