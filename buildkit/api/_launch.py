@@ -104,7 +104,8 @@ def plan_launch(site: str | Site | None, request: LaunchRequest, *, sites: Folde
 
     :param site: a site name (``ckit sites``) or a loaded profile; None: the default site of ``defaults``.
     :param request: the job: command, image, framework, resources (one field per ``ckit launch`` flag); an
-        account, partition or time it leaves unset is the default of ``defaults``.
+        account, partition or time it leaves unset is the default of ``defaults``. Its ``code`` folder
+        (``--code``) is read now: the plan holds its digest, and :func:`execute` writes the job's copy.
     :param sites: user site folders over the built-ins (``--sites``).
     :param defaults: the user's defaults (:func:`buildkit.config.user.load`: flag > environment > config file);
         None reads them from the environment and the config file.
@@ -112,10 +113,14 @@ def plan_launch(site: str | Site | None, request: LaunchRequest, *, sites: Folde
     :raises ConfigError: a bad request; :class:`~buildkit.errors.PolicyError` a site rule it breaks (exit 2).
     """
     from ..launch.plan import plan_launch as plan
+    from ..launch.plan import runtime_kind
+    from ._code import code_tree
 
     site, request = with_defaults(site, request, defaults)
     request = replace(request, image=local_image(request.image))
-    return plan(required_site(site, sites), request, image_facts(request.image))
+    profile = required_site(site, sites)
+    code = code_tree(request.code, runtime_kind(profile, request) == "none") if request.code else None
+    return plan(profile, request, image_facts(request.image), code)
 
 
 def render(plan: LaunchPlan) -> Any:
@@ -185,21 +190,29 @@ def shell_command(site: str | Site | None, request: LaunchRequest, *, sites: Fol
                   defaults: UserConfig | None = None) -> ShellCommand:
     """The command that opens a shell in the container on a compute node (``ckit shell --dry-run``): one
     task with a terminal (``salloc`` + ``srun --pty`` on Slurm). ``request.command`` defaults to a shell."""
+    return scheduler_of(plan := _shell_plan(site, request, sites, defaults)).shell(plan)
+
+
+def _shell_plan(site: str | Site | None, request: LaunchRequest, sites: Folders, defaults: UserConfig | None
+                ) -> LaunchPlan:
     from ..launch.schedulers.slurm import SHELL
 
     request = replace(request, command=request.command or SHELL, tasks_per_node=request.tasks_per_node or 1,
                       name=request.name if request.name != "ckit" else "ckit-shell")
-    plan = plan_launch(site, request, sites=sites, defaults=defaults)
-    return scheduler_of(plan).shell(plan)
+    return plan_launch(site, request, sites=sites, defaults=defaults)
 
 
 def shell(site: str | Site | None, request: LaunchRequest, *, sites: Folders = (),
           defaults: UserConfig | None = None) -> int:
     """Open the shell of :func:`shell_command` on this terminal; its exit code (``ckit shell``)."""
+    from ..launch.code import default_index, pack
     from ..process import interactive, require
 
-    command = shell_command(site, request, sites=sites, defaults=defaults)
+    plan = _shell_plan(site, request, sites, defaults)
+    command = scheduler_of(plan).shell(plan)
     require(command.argv[0], purpose="open an interactive allocation", package="slurm-client")
+    if plan.code is not None:  # the job's copy of the --code folder, which the shell's step binds
+        pack(plan.code, Path.cwd(), default_index())
     return interactive(command.argv)
 
 

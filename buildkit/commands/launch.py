@@ -49,6 +49,10 @@ def launch(
         "Environment (repeatable). V may name variables ($PATH, ${USER}: read per task; $$ is a literal $)."))] = None,
     mount: Annotated[Many, Opt("--mount", "--bind", "-B", metavar="SRC:DST[:ro]",
                                help="Bind mount (repeatable; --bind and -B as in apptainer).")] = None,
+    code: Annotated[str | None, Opt("--code", metavar="DIR[:DEST]", help=(
+        "Ship the code folder DIR with the job, laid over the image at DEST (default: where the stack's "
+        "`files as code` copies DIR), read-only: an edit needs no rebuild. The tasks find it at $CKIT_CODE."
+    ))] = None,
     runtime: Annotated[str | None, Opt("--runtime", help=runtimes.REGISTRY.help()
                                        + " (default: the site's first).")] = None,
     workdir: Annotated[str | None, Opt("--workdir", metavar="DIR",
@@ -105,7 +109,7 @@ def launch(
         devices_per_node=devices_per_node, workdir=workdir, modules=tuple(module or ()), conda=conda, venv=venv,
         pre=tuple(pre or ()), output=output, error=error, mail_type=mail_type, mail_user=mail_user,
         keep_container=keep_container, mpi=mpi, array=array, after=tuple(after or ()), interactive=interactive,
-        fetch=tuple(fetch or ()), endpoints=tuple(endpoint or ()))
+        fetch=tuple(fetch or ()), endpoints=tuple(endpoint or ()), code=code)
     plan = api.plan_launch(site, request, sites=SETTINGS.sites_dirs, defaults=SETTINGS.config)
     for message in plan.warnings:
         warn(message)
@@ -143,6 +147,10 @@ class _Watcher:
 def _report(result: schedulers.LaunchResult, as_json: bool, *, watched: bool = False) -> None:
     for target, local in result.files.items():
         info(f"wrote {local}: copy it to {target} on the platform")
+    if "code" in result.extra:
+        code = result.extra["code"]
+        info(f"code {code['digest'][:19]}: {code['files']} files of {code['source']} in {code['folder']}"
+             + ("" if code["new"] else " (the same code as an earlier launch)"))
     if result.script and not watched:
         info(f"wrote {result.script}")
     if result.job_id and not watched:

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..errors import CkitError
 from ..fs.files import atomic_write, glob_escape, read_capped
+from .code import CodeTree
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 MAX_RECORD = 64 * 1024  # bytes: a record is a few hundred
@@ -39,6 +40,8 @@ class JobRecord:
     submitted: float = 0.0  # seconds since the epoch
     state: str | None = None  # the final state, once ckit saw the job end
     exit_code: int | None = None
+    code: str | None = None  # the digest of the code --code shipped with the job
+    code_source: str | None = None  # the folder it was copied from
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -111,7 +114,8 @@ def finished(record: JobRecord, state: str, exit_code: int | None, folder: Path 
 
 
 def new(job_id: str, site: str, scheduler: str, name: str, cwd: Path, output: str, error: str | None,
-        script: Path | None) -> JobRecord:
+        script: Path | None, code: CodeTree | None = None) -> JobRecord:
     return JobRecord(job_id=job_id, site=site, scheduler=scheduler, name=name, cwd=str(cwd), output=output,
                      error=error, script=str(script) if script else None, user=os.environ.get("USER", ""),
-                     submitted=time.time())
+                     submitted=time.time(), code=code.digest if code else None,
+                     code_source=code.source if code else None)

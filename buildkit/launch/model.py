@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..site.model import Partition, Runtime, Site
+from .code import CodeTree
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class LaunchRequest:
     interactive: bool = False
     fetch: tuple[str, ...] = ()
     endpoints: tuple[str, ...] = ()
+    code: str | None = None  # DIR[:DEST]: the code folder shipped with the job (code.py)
 
 
 # The command line's spelling of each request field, for the messages that refuse one.
@@ -59,7 +61,8 @@ FLAGS = {"image": "--image", "launcher": "--launcher", "rank_table": "--rank-tab
          "workdir": "--workdir", "modules": "--module", "conda": "--conda", "venv": "--venv", "pre": "--pre",
          "output": "-o/--output", "error": "-e/--error", "mail_type": "--mail-type", "mail_user": "--mail-user",
          "keep_container": "--keep-container", "mpi": "--mpi", "array": "--array", "after": "--after",
-         "interactive": "--interactive", "fetch": "--fetch", "endpoints": "--endpoint"}
+         "interactive": "--interactive", "fetch": "--fetch", "endpoints": "--endpoint",
+         "code": "--code"}
 
 
 def given(request: LaunchRequest, name: str) -> bool:
@@ -108,6 +111,7 @@ class LaunchPlan:
     conda: str | None = None
     venv: str | None = None
     rank_table: str = "v1"
+    code: CodeTree | None = None  # what --code ships, read when the launch was planned
     warnings: tuple[str, ...] = field(default=())
 
     @property

@@ -13,6 +13,7 @@ from ..config.searchpath import suggest
 from ..errors import ConfigError
 from ..site.model import Partition, Runtime, Site
 from . import words
+from .code import CodeTree
 from .model import FLAGS as FLAGS
 from .model import Image as Image
 from .model import ImageFacts as ImageFacts
@@ -154,10 +155,15 @@ def _partition(site: Site, req: LaunchRequest, uses_partitions: bool) -> Partiti
     return part
 
 
+def runtime_kind(site: Site, req: LaunchRequest) -> str:
+    """The runtime the job gets: --runtime, else the site's first for an image, else none."""
+    return req.runtime or (site.runtimes[0].kind if req.image and site.runtimes else "none")
+
+
 def _runtime(site: Site, req: LaunchRequest) -> Runtime:
     from . import runtimes
 
-    kind = req.runtime or (site.runtimes[0].kind if req.image else "none")
+    kind = runtime_kind(site, req)
     runtime = site.runtime(kind)
     if runtime is None:
         raise ConfigError(f"{site.name} has no runtime '{kind}'",
@@ -166,8 +172,25 @@ def _runtime(site: Site, req: LaunchRequest) -> Runtime:
     return runtime
 
 
-def plan_launch(site: Site, request: LaunchRequest, facts: ImageFacts | None = None) -> LaunchPlan:
-    """Resolve defaults from the site and the backends, check the request and the site's rules.
+def _check_code(request: LaunchRequest, code: CodeTree | None, runtime: str) -> None:
+    """``--code`` came with the folder's contents (the caller reads them); DEST means nothing without a container."""
+    if request.code is None:
+        return
+    from .code import parse
+
+    if code is None:
+        raise ConfigError(f"--code {request.code}: the folder was not read before the launch was planned",
+                          hint="plan it with ckit.plan_launch(), which reads the folder")
+    if runtime == "none" and parse(request.code)[1] is not None:
+        raise ConfigError(f"--code {request.code}: --runtime none starts no container to lay the code over; the "
+                          "tasks find the job's copy of the folder at $CKIT_CODE",
+                          hint=f"--code {parse(request.code)[0]} (no :DEST), and name $CKIT_CODE in the command")
+
+
+def plan_launch(site: Site, request: LaunchRequest, facts: ImageFacts | None = None,
+                code: CodeTree | None = None) -> LaunchPlan:
+    """Resolve defaults from the site and the backends, check the request and the site's rules. ``code`` is
+    what the ``--code`` folder holds (:func:`.code.scan`).
 
     Raises ConfigError (bad request) or PolicyError (a site rule), both exit 2."""
     from . import frameworks, runtimes, schedulers
@@ -194,7 +217,8 @@ def plan_launch(site: Site, request: LaunchRequest, facts: ImageFacts | None = N
                       tasks_per_node=tasks, cpus_per_task=cpus, time=request.time, command=request.command,
                       env=request.env, mounts=site.mounts + request.mounts,
                       modules=site.modules + request.modules, conda=request.conda or site.conda,
-                      venv=request.venv or site.venv, rank_table=request.rank_table or site.rank_table or "v1")
+                      venv=request.venv or site.venv, rank_table=request.rank_table or site.rank_table or "v1",
+                      code=code if request.code else None)
     framework.check(plan)
     backend.check_plan(plan)
     if request.fetch and backend.srun_words(plan, ()):
@@ -206,4 +230,5 @@ def plan_launch(site: Site, request: LaunchRequest, facts: ImageFacts | None = N
         raise ConfigError(refused[0] if len(refused) == 1 else
                           f"{len(refused)} options cannot be honoured:\n  " + "\n  ".join(refused),
                           hint="drop them, or do what each message says instead")
+    _check_code(request, code, runtime.kind)
     return replace(plan, warnings=enforce(plan))

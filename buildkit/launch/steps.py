@@ -19,7 +19,8 @@ ARGS_ARGV0 = "ckit-args"
 def job_env(plan: LaunchPlan) -> tuple[list[tuple[str, str]], list[tuple[str, tuple[words.Part, ...]]]]:
     """The site's env, then ``--env`` (which wins): literal values (exported by the batch script, passed into
     containers by name) and values that name variables (set per task where the program starts)."""
-    merged: dict[str, str] = dict(plan.site.env)
+    merged: dict[str, str] = dict(code_env(plan))
+    merged.update(dict(plan.site.env))
     merged.update(dict(plan.env))
     plain, per_task = [], []
     for name, value in merged.items():
@@ -29,6 +30,16 @@ def job_env(plan: LaunchPlan) -> tuple[list[tuple[str, str]], list[tuple[str, tu
         else:
             plain.append((name, words.text_of(parts)))
     return plain, per_task
+
+
+def code_env(plan: LaunchPlan) -> list[tuple[str, str]]:
+    """``CKIT_CODE`` (where the tasks find the ``--code`` folder: DEST in a container, the job's copy without
+    one) and ``CKIT_CODE_DIGEST`` (which code it is), in the grammar of ``--env`` values."""
+    if plan.code is None:
+        return []
+    where = runtimes.code_source(plan) if plan.runtime.kind == "none" else plan.code.dest
+    return [("CKIT_CODE", words.literal(where) if where == plan.code.dest else str(where)),
+            ("CKIT_CODE_DIGEST", plan.code.digest)]
 
 
 def env_prelude(plan: LaunchPlan) -> str:

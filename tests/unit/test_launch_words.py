@@ -82,7 +82,7 @@ VALUES: dict[str, object] = {
     "output": "o.out", "error": "e.err", "mail_type": "END", "mail_user": "a@example.org", "keep_container": True,
     "mpi": "pmix", "array": "0-3", "after": ("12",), "endpoints": ("ssh",),
 }
-STRUCTURAL = {"command", "image", "framework", "runtime", "interactive", "fetch"}
+STRUCTURAL = {"command", "image", "framework", "runtime", "interactive", "fetch", "code"}
 
 
 def test_the_matrix_names_every_option():

@@ -91,7 +91,23 @@ class RuntimeBackend:
 def mount_words(plan: LaunchPlan) -> list[str]:
     """Site mounts may name $USER/$HOME (expanded in the job); the user's --mount values stay verbatim."""
     site = [expand_quote(m) for m in plan.site.mounts]
-    return site + [q(m) for m in plan.mounts[len(plan.site.mounts):]]
+    code = code_mount(plan)
+    return site + [q(m) for m in plan.mounts[len(plan.site.mounts):]] + ([expand_quote(code)] if code else [])
+
+
+def code_source(plan: LaunchPlan) -> str | None:
+    """The job's copy of the ``--code`` folder, as the job names it (under the submit folder, which every node
+    sees), or None."""
+    return f"${{SLURM_SUBMIT_DIR}}/{plan.code.folder}" if plan.code else None
+
+
+def code_mount(plan: LaunchPlan, read_only: bool = True) -> str | None:
+    """``SRC:DEST[:ro]`` laying the job's copy of the code over the image (after every other mount, so that it
+    wins where they overlap); None without ``--code``."""
+    source = code_source(plan)
+    if source is None or plan.code is None:
+        return None
+    return f"{source}:{plan.code.dest}" + (":ro" if read_only else "")
 
 
 def workdir_word(plan: LaunchPlan) -> str:

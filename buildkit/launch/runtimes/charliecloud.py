@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from ...errors import ConfigError
 from ..shell import expand_quote, q, qv
-from . import SUBMIT_MOUNT, RuntimeBackend, workdir_word
+from . import SUBMIT_MOUNT, RuntimeBackend, code_mount, workdir_word
 
 if TYPE_CHECKING:
     from ..model import LaunchPlan
@@ -44,7 +44,8 @@ def _binds(plan: LaunchPlan) -> list[str]:
     for index, mount in enumerate(plan.mounts):
         plain = ":".join(mount.split(":")[:2])
         words.append(expand_quote(plain) if index < len(plan.site.mounts) else q(plain))
-    return words
+    code = code_mount(plan, read_only=False)  # its files are read-only: ch-run binds read-write only
+    return words + ([expand_quote(code)] if code else [])
 
 
 class Charliecloud(RuntimeBackend):

@@ -24,7 +24,9 @@ class Podman(RuntimeBackend):
                  *(q(f) for f in plan.runtime.flags), "--entrypoint="]
         if plan.gpus_per_node:
             words += ["--device", "nvidia.com/gpu=all"]
-        for mount in [*mount_words(plan), '"${SLURM_SUBMIT_DIR}:${SLURM_SUBMIT_DIR}"']:
+        mounts = mount_words(plan)
+        code = mounts.pop() if plan.code else None  # after the submit folder: it wins where they overlap
+        for mount in [*mounts, '"${SLURM_SUBMIT_DIR}:${SLURM_SUBMIT_DIR}"', *([code] if code else [])]:
             words += ["--volume", mount]
         words += ["--workdir", workdir_word(plan), "--env", q("SLURM_*")]
         for name in exports:

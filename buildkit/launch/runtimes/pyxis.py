@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from ...site import compat
 from ..shell import escape_dq, expand_quote, q
-from . import SUBMIT_MOUNT, RuntimeBackend, workdir_word
+from . import SUBMIT_MOUNT, RuntimeBackend, code_mount, workdir_word
 
 if TYPE_CHECKING:
     from ..model import LaunchPlan
@@ -113,7 +113,8 @@ class Pyxis(RuntimeBackend):
         # one double-quoted word: site mounts may name $USER, the user's stay literal
         site = [expand_quote(m)[1:-1] for m in plan.site.mounts]
         user = [escape_dq(m) for m in plan.mounts[len(plan.site.mounts):]]
-        mounts = '"' + ",".join([*site, *user, SUBMIT_MOUNT.strip('"')]) + '"'
+        code = [expand_quote(c)[1:-1] for c in [code_mount(plan)] if c]
+        mounts = '"' + ",".join([*site, *user, SUBMIT_MOUNT.strip('"'), *code]) + '"'
         named = [] if start_path(plan)[0] else ['--container-name="${ckit_container}"']
         words = ['--container-image="${CKIT_IMAGE}"', *named,
                  f"--container-mounts={mounts}", f"--container-workdir={workdir_word(plan)}"]

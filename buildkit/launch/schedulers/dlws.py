@@ -105,6 +105,7 @@ class Dlws(SchedulerBackend):
         "tasks_per_node": "each node is one container; horovodrun -np or the device loop starts the processes "
                           "(--gpus-per-node, --devices-per-node)",
         "cpus_per_task": "the form asks for devices, not CPUs: drop it",
+        "code": "the platform's containers see only your home and /job: put the code there and bind nothing",
         "mounts": "every container has your home (/home/$DLWS_USER_NAME) and the job's /job folder: "
                   "put the files there",
         "modules": "the job runs in its Docker image, which loads no environment modules: install the software "

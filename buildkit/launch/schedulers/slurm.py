@@ -122,7 +122,16 @@ def header(plan: LaunchPlan) -> list[str]:
             f"# ckit launch: site {plan.site.name}, framework {plan.framework}"
             + (f" ({plan.launcher})" if plan.launcher else "")
             + f", runtime {plan.runtime.kind}, image {image!r}".replace("\n", " "),
-            "set -euo pipefail", ""]
+            *code_comment(plan), "set -euo pipefail", ""]
+
+
+def code_comment(plan: LaunchPlan) -> list[str]:
+    """Which code the job runs (--code), where it comes from and where it goes."""
+    if plan.code is None:
+        return []
+    where = "at $CKIT_CODE" if plan.runtime.kind == "none" else f"laid over the image at {plan.code.dest}"
+    return [f"# code: {plan.code.digest} ({plan.code.files} files, {plan.code.size} bytes) from "
+            f"{plan.code.source!r}, copied to {plan.code.folder}, {where}".replace("\n", " ")]
 
 
 def prologue(plan: LaunchPlan, env: list[tuple[str, str]], setup: tuple[str, ...], pre: bool = True) -> list[str]:
@@ -219,6 +228,7 @@ class Slurm(SlurmJobControl, SchedulerBackend):
         elif plan.request.fetch:
             result.warnings += ("--fetch ran nothing: the job is only written (no sbatch here, or --no-submit); "
                                 "it runs when ckit submits the job (--submit)",)
+        ship_code(plan, how.cwd, result)
         image = [Path(plan.request.image)] if plan.request.image else []  # the script never replaces the image
         path = write_script(job, how.script or how.cwd / f"{plan.name}.sbatch", inputs=image)
         result.script = str(path)
@@ -230,7 +240,7 @@ class Slurm(SlurmJobControl, SchedulerBackend):
         result.job_id = done.job_id
         note = jobrecord.keep(jobrecord.new(done.job_id, plan.site.name, self.name, plan.name, how.cwd,
                                             plan.request.output or f"{plan.name}-%j.out", plan.request.error,
-                                            path), how.records)
+                                            path, code=plan.code), how.records)
         result.warnings += (note,) if note else ()
         if how.wait:
             log = slurmctl.log_path(plan.request.output or f"{plan.name}-%j.out", done.job_id, plan.name, how.cwd)
@@ -260,9 +270,21 @@ class Slurm(SlurmJobControl, SchedulerBackend):
             return result
         if plan.request.fetch:
             fetch(plan, how.cwd)
+        ship_code(plan, how.cwd, result)
         require("salloc", purpose="open an interactive allocation", package="slurm-client")
         result.exit_code = interactive(argv, cwd=how.cwd)
         return result
+
+
+def ship_code(plan: LaunchPlan, cwd: Path, result: LaunchResult) -> None:
+    """The job's read-only copy of the --code folder under the submit folder, which the script names."""
+    if plan.code is None:
+        return
+    from ..code import default_index, pack
+
+    folder, made = pack(plan.code, cwd, default_index())
+    result.extra["code"] = {"digest": plan.code.digest, "source": plan.code.source, "dest": plan.code.dest,
+                            "folder": str(folder), "files": plan.code.files, "bytes": plan.code.size, "new": made}
 
 
 # --fetch LINE: what the compute nodes cannot download (no internet on tara's and twnia2's) is fetched on this
