@@ -2,7 +2,8 @@
 
 Debian 12 carries no Apptainer; Debian's unstable suite does (1.4.5), built for its newer glibc. So this component
 makes a root of Debian unstable's packages with mmdebstrap (``apptainer``, and ``squashfuse`` for users without
-loop devices), cached in the test cache (about 270 MB, 15-30 s on a warm mirror), and puts two commands,
+loop devices), cached in /var/cache/ckit-test (about 270 MB, 15-30 s on a warm mirror; a folder every user can pass
+through, as the users' jobs must), and puts two commands,
 ``apptainer`` and ``singularity`` (the package's own alias), in ``RUN/apptainer/bin``. Each starts the program
 inside that root: a private mount namespace (a user namespace too, for users other than root) where the host's
 ``/dev``, ``/proc``, ``/sys``, its data folders (every top-level folder that is not the system's: ``/tmp``,
@@ -37,11 +38,12 @@ import tempfile
 from pathlib import Path
 
 from .daemon import Component, ComponentError, run
-from .images import CACHE_DIR, DEBIAN_MIRROR
+from .images import DEBIAN_MIRROR
 
 VERSION = "1.4.5"
 PACKAGES = ("apptainer", "squashfuse")
-ROOT = CACHE_DIR / "apptainer-root"
+# not in the test cache under root's home: every user's jobs pass through the root's path (0755 folders)
+ROOT = Path(os.environ.get("CKIT_TEST_APPTAINER_ROOT") or "/var/cache/ckit-test/apptainer-root")
 STAMP = ROOT / ".ckit-apptainer"  # written last: a root without it is incomplete and made again
 # the module names the built-in site profiles load (sites/*.yaml runtimes[].module)
 MODULES = ("singularity/3.11.0", "Singularity/3.4.2", "apptainer/1.4")
@@ -196,9 +198,10 @@ class Apptainer(Component):
 
 def make_root() -> None:
     """Debian unstable's ``apptainer`` into ROOT, with the mount points and the config the commands need."""
-    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    ROOT.parent.mkdir(parents=True, exist_ok=True)
+    ROOT.parent.chmod(0o755)
     shutil.rmtree(ROOT, ignore_errors=True)
-    with tempfile.TemporaryDirectory(dir=CACHE_DIR) as tmp:
+    with tempfile.TemporaryDirectory(dir=ROOT.parent) as tmp:
         tar, part = Path(tmp) / "root.tar", Path(tmp) / "root"
         # the unstable suite's Release file can be past its Valid-Until date on a mirror snapshot
         run(["mmdebstrap", "--variant=minbase", "--aptopt=Acquire::Check-Valid-Until \"false\"",
@@ -214,4 +217,5 @@ def make_root() -> None:
         for name in ACCOUNT_FILES:
             (part / "etc" / name).touch()
         (part / STAMP.name).write_text(f"apptainer {VERSION} from Debian unstable\n")
+        part.chmod(0o755)
         part.rename(ROOT)

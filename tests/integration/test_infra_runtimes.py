@@ -1,5 +1,5 @@
-"""The test infrastructure around the real runtimes: munged adopted only when it is ours, and the nodes' enroot
-(tests/infra/pyxis.py) where Pyxis and the jobs find it, configured by each node's enroot.conf."""
+"""The test infrastructure around the real runtimes: munged adopted only when it is ours, and Debian's Apptainer
+(tests/infra/apptainer.py) where the nodes' jobs find it, as root and as another user."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.infra import pyxis
 from tests.infra import slurm as cluster
 from tests.infra.daemon import is_alive, read_pid, stop_pid, wait_ready
+from tests.testdata import sif_dir
 
 
 @pytest.fixture
@@ -61,17 +61,19 @@ def slurm_munge_pid() -> int:
     return pid
 
 
-def test_the_nodes_run_enroot_from_their_path_with_their_own_config(slurm) -> None:  # type: ignore[no-untyped-def]
-    """On each node a job's own shell finds enroot (on a site it is installed there), and enroot keeps that node's
-    containers in the node's folder; the host is left as it is."""
-    done = subprocess.run(["srun", "-p", "multi", "-N", "2", "--ntasks-per-node=1", "sh", "-c",  # noqa: S607
-                           'echo "$(hostname) $(command -v enroot) $(enroot version)"; '
-                           'grep "^ENROOT_DATA_PATH" ' + str(pyxis.ENROOT_CONF)],
-                          env={**os.environ, **slurm.env, "PATH": "/usr/local/bin:/usr/bin:/bin"},
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr
-    run = Path(slurm.env["SLURM_CONF"]).parent.parent
-    for node in ("n1", "n2"):
-        assert f"{node} /usr/local/bin/enroot 4.1.2" in done.stdout
-        assert f"ENROOT_DATA_PATH {pyxis.enroot_home(run, node)}/data/user-$(id -u)" in done.stdout
-    assert not (pyxis.NODE_BIN / "enroot").exists()
+def test_the_nodes_run_apptainer_from_their_path(slurm, apptainer, charliecloud) -> None:  # type: ignore[no-untyped-def]
+    """On each node a job's own shell finds ``apptainer`` and ``singularity`` (installed, as on a site) and runs a
+    reference .sif in the node's own namespaces, as root and as an unprivileged user; the root's own binaries run,
+    never the wrapper again (a job's PATH names the wrapper's folder, which is bound into the root too)."""
+    sif = sif_dir() / "busybox_amd64.sif"
+    line = f'echo "$(hostname) $(command -v singularity)"; singularity exec {sif} hostname; apptainer --version'
+    for user in ("root", charliecloud.user.pw_name):
+        done = subprocess.run(["runuser", "-u", user, "--", "srun", "-p", "multi", "-N", "2",  # noqa: S607
+                               "--ntasks-per-node=1", "sh", "-c", line],
+                              env={**os.environ, **slurm.env, "PATH": f"{apptainer.bin_dir}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"},
+                              capture_output=True, text=True, timeout=120, check=False, cwd="/tmp")
+        assert done.returncode == 0, done.stderr
+        for node in ("n1", "n2"):
+            assert f"{node} {apptainer.bin_dir}/singularity" in done.stdout
+            assert done.stdout.count(f"\n{node}\n") + done.stdout.startswith(f"{node}\n") == 1, done.stdout
+        assert done.stdout.count("apptainer version 1.4.5") == 2
