@@ -16,8 +16,8 @@ from typing import Any
 
 from ..config import limits
 from ..errors import ConfigError, IntegrityError
-from .digest import parse_digest, verify_bytes
-from .layout import Descriptor, index_manifests, json_object
+from .digest import parse_digest
+from .layout import Blobs, json_object
 
 READ_SIZE = 1 << 20
 
@@ -101,7 +101,7 @@ class TarIndex:
             return handle.read()
 
 
-class OciArchive:
+class OciArchive(Blobs):
     """An OCI image layout stored in a tar file; ``what`` is how messages name it (``oci-archive:x.tar``)."""
 
     def __init__(self, path: Path, what: str) -> None:
@@ -114,9 +114,6 @@ class OciArchive:
     def index(self) -> dict[str, Any]:
         data = self.tar.read("index.json", "index.json", limits.size("manifest_size"))
         return json_object(data, f"{self.what}: index.json")
-
-    def manifests(self) -> list[Descriptor]:
-        return index_manifests(self.index(), self.what)
 
     def _member(self, digest: str) -> tarfile.TarInfo:
         parsed = parse_digest(digest, f"{self.what}: blob")
@@ -132,18 +129,3 @@ class OciArchive:
 
     def blob_size(self, digest: str) -> int:
         return self._member(digest).size
-
-    def read_blob(self, desc: Descriptor, limit: int | None = None) -> bytes:
-        """A small blob, size-capped (default: the manifest limit) and verified against its digest (and its
-        descriptor's size)."""
-        what = f"{self.what}: blob {desc.digest}"
-        limit = limit if limit is not None else limits.size("manifest_size")
-        if desc.size > limit:
-            raise IntegrityError(f"{what} is {desc.size} bytes, more than the {limit} ckit reads for it")
-        member = self._member(desc.digest)
-        if member.size != desc.size:
-            raise IntegrityError(f"{what} has {member.size} bytes, its descriptor says {desc.size}")
-        with self.tar.open(member) as handle:
-            data = handle.read()
-        verify_bytes(data, desc.digest, what)
-        return data

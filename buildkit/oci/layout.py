@@ -8,11 +8,13 @@ with a size cap and verified before they are parsed.
 
 from __future__ import annotations
 
+import abc
+import contextlib
 import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 from ..config import limits
 from ..config.jsondoc import parse as parse_json
@@ -58,7 +60,7 @@ def json_object(data: bytes, what: str) -> dict[str, Any]:
     return found
 
 
-def read_capped(handle: BinaryIO, limit: int, what: str) -> bytes:
+def read_capped(handle: Readable, limit: int, what: str) -> bytes:
     data = handle.read(limit + 1)
     if len(data) > limit:
         raise IntegrityError(f"{what} is larger than {limit} bytes", hint="the content is malformed or hostile")
@@ -82,7 +84,46 @@ def open_regular(path: Path, what: str) -> BinaryIO:
     return handle
 
 
-class OciLayout:
+class Readable(Protocol):
+    """A blob opened for reading: a file, or a range of a tar (:class:`~buildkit.oci.archive.RangeFile`)."""
+
+    def read(self, amt: int = -1, /) -> bytes: ...
+    def close(self) -> None: ...
+
+
+class Blobs(abc.ABC):
+    """What a layout on disk and one in a tar (:class:`~buildkit.oci.archive.OciArchive`) share: the manifests of
+    the index and a small blob, read capped and verified, the same way for both."""
+
+    what: str
+
+    @abc.abstractmethod
+    def index(self) -> dict[str, Any]:
+        """The parsed ``index.json``."""
+
+    @abc.abstractmethod
+    def open_blob(self, digest: str) -> Readable:
+        """The blob's bytes, for reading."""
+
+    def manifests(self) -> list[Descriptor]:
+        return index_manifests(self.index(), self.what)
+
+    def read_blob(self, desc: Descriptor, limit: int | None = None) -> bytes:
+        """A small blob, size-capped (default: the manifest limit) and verified against its digest (and its
+        descriptor's size)."""
+        what = f"{self.what}: blob {desc.digest}"
+        limit = limit if limit is not None else limits.size("manifest_size")
+        if desc.size > limit:
+            raise IntegrityError(f"{what} is {desc.size} bytes, more than the {limit} ckit reads for it")
+        with contextlib.closing(self.open_blob(desc.digest)) as handle:
+            data = read_capped(handle, limit, what)
+        if len(data) != desc.size:
+            raise IntegrityError(f"{what} has {len(data)} bytes, its descriptor says {desc.size}")
+        verify_bytes(data, desc.digest, what)
+        return data
+
+
+class OciLayout(Blobs):
     """An OCI image layout on disk; ``what`` is how messages name it (e.g. ``oci:./layout``)."""
 
     def __init__(self, root: Path, what: str) -> None:
@@ -95,9 +136,6 @@ class OciLayout:
         with open_regular(self.root / "index.json", self.what) as handle:
             data = read_capped(handle, limits.size("manifest_size"), f"{self.what}: index.json")
         return json_object(data, f"{self.what}: index.json")
-
-    def manifests(self) -> list[Descriptor]:
-        return index_manifests(self.index(), self.what)
 
     def blob_path(self, digest: str) -> Path:
         """The path of a blob named by a valid digest, under real (non-symlink) folders of the layout."""
@@ -123,21 +161,6 @@ class OciLayout:
     def blob_range(self, digest: str) -> tuple[Path, int, int]:
         """Where the blob's bytes lie: (its file, 0, size); the same method reads an ``oci-archive:`` tar."""
         return self.blob_path(digest), 0, self.blob_size(digest)
-
-    def read_blob(self, desc: Descriptor, limit: int | None = None) -> bytes:
-        """A small blob, size-capped (default: the manifest limit) and verified against its digest (and its
-        descriptor's size)."""
-        what = f"{self.what}: blob {desc.digest}"
-        limit = limit if limit is not None else limits.size("manifest_size")
-        if desc.size > limit:
-            raise IntegrityError(f"{what} is {desc.size} bytes, more than the {limit} ckit reads for it")
-        with self.open_blob(desc.digest) as handle:
-            data = read_capped(handle, limit, what)
-        if len(data) != desc.size:
-            raise IntegrityError(f"{what} has {len(data)} bytes, its descriptor says {desc.size}")
-        verify_bytes(data, desc.digest, what)
-        return data
-
 
 def index_manifests(index: dict[str, Any], what: str) -> list[Descriptor]:
     """The typed ``manifests`` of an OCI ``index.json`` (a layout's or an oci-archive's)."""
