@@ -40,7 +40,7 @@ def _unraisable(info: object) -> None:
 
 
 # Command modules in the order `ckit --help` lists them; importing one registers its commands on ``app``.
-COMMAND_MODULES = ("recipes", "build", "convert", "inspect", "registry", "sites", "launch", "jobs", "cache",
+COMMAND_MODULES = ("recipes", "build", "convert", "inspect", "registry", "sites", "launch", "doctor", "jobs", "cache",
                    "config", "completion")
 
 

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from ..registry.push_plan import PushPlan
     from ..site.model import Site
     from ._cache import CacheListing, cache_ls, cache_prune
+    from ._cluster import detect_site, doctor, doctor_checks
     from ._executor import Executor, FunctionJob
     from ._images import build, convert, inspect, plan_build
     from ._jobs import Job, cancel, follow, jobs, log_files, logs
@@ -85,6 +86,7 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("cache_ls", "cache_prune", "CacheListing"), "._cache"),
     **dict.fromkeys(("jobs", "logs", "log_files", "follow", "cancel", "Job"), "._jobs"),
     **dict.fromkeys(("site", "sites"), "._sites"),
+    **dict.fromkeys(("detect_site", "doctor", "doctor_checks"), "._cluster"),
     **dict.fromkeys(("Executor", "FunctionJob"), "._executor"),
     **dict.fromkeys(("LaunchRequest", "LaunchPlan"), "..launch.plan"),
     **dict.fromkeys(("Execution", "LaunchResult"), "..launch.schedulers"),
@@ -105,7 +107,8 @@ __all__ = ["BuildError", "BuildPlan", "BuildResult", "CacheListing", "CancelResu
            "LaunchError", "LaunchPlan", "LaunchRequest", "LaunchResult", "LogPiece", "LogText",
            "LoginResult", "Meter", "NcclCheck", "PolicyError", "PullResult", "PushOutcome", "PushPlan",
            "RegistryError", "Rendered", "Reporter", "ShellCommand", "Site", "StagePlan", "StageResult",
-           "backends", "build", "cache_ls", "cache_prune", "cancel", "convert", "env_pairs", "execute",
+           "backends", "build", "cache_ls", "cache_prune", "cancel", "convert", "detect_site", "doctor",
+           "doctor_checks", "env_pairs", "execute",
            "follow", "inspect", "jobs", "launch", "lock", "log_files", "login", "logout", "logs",
            "nccl_report", "plan_build", "plan_launch", "plan_push", "plan_stage", "pull", "push", "recipes",
            "render", "render_recipe", "shell", "shell_command", "show", "site", "sites", "stage", "submit"]

@@ -124,17 +124,37 @@ def render(plan: LaunchPlan) -> Any:
     return scheduler_of(plan).render(plan)
 
 
-def execute(plan: LaunchPlan, how: Execution | None = None) -> LaunchResult:
+def execute(plan: LaunchPlan, how: Execution | None = None, *, preflight: bool = True) -> LaunchResult:
     """Write the rendered job and hand it over as ``how`` says (``ckit launch``'s ``--dry-run``,
-    ``--submit/--no-submit``, ``--wait``, ``--script``); what happened (``ckit launch --json``)."""
+    ``--submit/--no-submit``, ``--wait``, ``--script``); what happened (``ckit launch --json``).
+
+    :param preflight: before a job is submitted, check here what the queue would only find out when it starts
+        (the conda environment, the modules, a relative program path, the image file, the task count;
+        ``--no-preflight`` skips them).
+    :raises ConfigError: a preflight check failed (exit 2), each failure named with its fix.
+    """
+    how = how or Execution()
+    if preflight and _submits(plan, how):
+        from ..cluster import preflight as checks
+
+        checks.check(plan, how.cwd)
     scheduler = scheduler_of(plan)
-    return scheduler.execute(plan, scheduler.render(plan), how or Execution())
+    return scheduler.execute(plan, scheduler.render(plan), how)
+
+
+def _submits(plan: LaunchPlan, how: Execution) -> bool:
+    """Whether ``how`` queues the job (not a dry run, not only a written script: sbatch is there)."""
+    from ..process import which
+
+    if how.dry_run or how.submit is False or plan.site.scheduler != "slurm" or plan.request.interactive:
+        return False
+    return how.submit is True or which("sbatch") is not None
 
 
 def launch(site: str | Site | None, request: LaunchRequest, how: Execution | None = None, *,
-           sites: Folders = (), defaults: UserConfig | None = None) -> LaunchResult:
+           sites: Folders = (), defaults: UserConfig | None = None, preflight: bool = True) -> LaunchResult:
     """Plan, render and execute (``ckit launch``): :func:`plan_launch` then :func:`execute`."""
-    return execute(plan_launch(site, request, sites=sites, defaults=defaults), how)
+    return execute(plan_launch(site, request, sites=sites, defaults=defaults), how, preflight=preflight)
 
 
 def submit(plan: LaunchPlan, *, script: str | Path | None = None, cwd: str | Path | None = None,

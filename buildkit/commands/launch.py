@@ -87,6 +87,9 @@ def launch(
                                           help="Submit, or only write the script (default: submit when sbatch "
                                                "exists).")] = None,
     wait: Annotated[bool, Opt("--wait", help="With --submit: wait and return the job's exit code.")] = False,
+    preflight: Annotated[bool, Opt("--preflight/--no-preflight", help=(
+        "Before submitting, check the conda environment, the modules, a relative program path, the image file "
+        "and the task count here (exit 2 with the fix); --no-preflight queues the job unchecked."))] = True,
     as_json: JsonOpt = False,
 ) -> None:
     """Write a job for SITE, check it against the site's rules and submit it."""
@@ -108,7 +111,8 @@ def launch(
         warn(message)
     watcher = _Watcher(show_output=not as_json)
     result = api.execute(plan, schedulers.Execution(dry_run=dry_run, submit=do_submit, wait=wait, script=script,
-                                                    on_event=watcher if wait else None))
+                                                    on_event=watcher if wait else None),
+                         preflight=preflight)
     for message in result.warnings[len(plan.warnings):]:
         warn(message)
     _report(result, as_json, watched=watcher.submitted)

@@ -23,6 +23,7 @@ def site_data(site: Site) -> dict[str, Any]:
     data["env"] = dict(site.env)
     data["partitions"] = {p["name"]: {k: v for k, v in p.items() if k != "name"} for p in data["partitions"]}
     data["facts"] = {f.key: {"tag": f.tag, "source": f.source, "note": f.note} for f in site.facts}
+    data["doctor"] = dict(site.doctor)
     if site.platform:
         data["platform"]["npu_env"] = dict(site.platform.npu_env)
     return data
@@ -73,6 +74,7 @@ def site_text(site: Site) -> str:
     out += _policy_lines(site)
     out += _platform_lines(site)
     out += _source_lines(site)
+    out += _doctor_lines(site)
     out += ["", "tags: [V] verified in a cited source, [D] only in a seed guide, [U] uncertain, [ ] untagged"]
     return "\n".join(shown(line) for line in out) + "\n"  # one line per value, whatever the profile's text holds
 
@@ -134,6 +136,15 @@ def _platform_lines(site: Site) -> list[str]:
               ("rank_table", "NPU rank table", plat.rank_table),
               ("device_types", "device types", ", ".join(plat.device_types))]
     return [_line(site, f"platform.{key}", f"platform {label}", value) for key, label, value in values if value]
+
+
+def _doctor_lines(site: Site) -> list[str]:
+    """What the last ``ckit doctor`` proved on the site, or that none ran (every value is then as read or told)."""
+    if site.doctor_date is None:
+        return ["", f"doctor: never run on this profile (ckit doctor --site {site.name} proves its runtimes)"]
+    verified = [f.key for f in site.facts if f.source.startswith("ckit doctor")]
+    return ["", f"doctor ({site.doctor_date}): " + ", ".join(f"{name} {status}" for name, status in site.doctor),
+            "  verified by it: " + (", ".join(verified) or "nothing")]
 
 
 def _source_lines(site: Site) -> list[str]:

@@ -137,5 +137,7 @@ def _build(data: dict[str, Any], path: Path) -> Site:
         platform=platform,
         facts=tuple(Fact(key=k, tag=f["tag"], source=f.get("source", ""), note=f.get("note", ""))
                     for k, f in data.get("facts", {}).items()),
+        doctor_date=data.get("doctor", {}).get("date"),
+        doctor=tuple(data.get("doctor", {}).get("checks", {}).items()),
         path=path,
     )

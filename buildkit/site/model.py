@@ -136,6 +136,8 @@ class Site:
     policy: Policy = field(default_factory=Policy)
     platform: Platform | None = None
     facts: tuple[Fact, ...] = ()
+    doctor_date: str | None = None  # the last `ckit doctor` run; None: never run on this profile
+    doctor: tuple[tuple[str, str], ...] = ()  # (check, passed|failed|absent|skipped) of that run
     path: Path | None = None
 
     def partition(self, name: str | None) -> Partition | None:

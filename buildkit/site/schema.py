@@ -93,6 +93,13 @@ FACT = _obj("Provenance of one profile value.", {
     "note": _str("Why the value is uncertain, or what to check on the site."),
 }, ("tag",))
 
+DOCTOR = _obj("What the last `ckit doctor` run on the site found (written by it).", {
+    "date": _str("The day it ran (YYYY-MM-DD).", pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"),
+    "node": _str("The compute node its probe ran on."),
+    "checks": {"type": "object", "description": "Each check's status.",
+               "additionalProperties": {"enum": ["passed", "failed", "absent", "skipped"]}},
+}, ("date", "checks"))
+
 SITE_SCHEMA: dict[str, Any] = _obj("A ckit site profile.", {
     "name": _str("Site name; must equal the file name.", pattern=_NAME),
     "description": _str("One line shown by `ckit sites`."),
@@ -123,6 +130,7 @@ SITE_SCHEMA: dict[str, Any] = _obj("A ckit site profile.", {
                                       enum=["gzip", "xz", "lzo", "lz4", "zstd", "lzma"]),
     "policy": POLICY,
     "platform": PLATFORM,
+    "doctor": DOCTOR,
     "facts": {"type": "object", "description": "Provenance per key path (e.g. partitions.gp1d, policy.cpus_per_gpu).",
               "additionalProperties": FACT},
 }, ("name", "description", "scheduler", "compute_internet", "runtimes"))

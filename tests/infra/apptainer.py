@@ -12,6 +12,8 @@ a namespaced Slurm node sees that node's ``/etc/hosts`` and ``/tmp``.
 
 On top, what the sites' job scripts and ``ckit build --engine apptainer`` need:
 
+* ``apptainer`` and ``singularity`` in /usr/local/bin too (links to those commands), as a cluster installs it: a
+  job that loads no module (``ckit doctor``, a site profile without one) finds it on every node;
 * Lmod modules under the names the site profiles load (``singularity`` and ``singularity/3.11.0`` of twnia2 and
   neuron, ``Singularity`` of tara, ``apptainer/1.4``), each putting ``RUN/apptainer/bin`` on PATH: the scripts run
   as ckit writes them (``module load …``), only MODULEPATH (``modulefiles``) points here;
@@ -48,6 +50,7 @@ help([[Apptainer {version} of ckit's tests (Debian's package), under the name a 
 whatis("Apptainer {version}")
 prepend_path("PATH", "{bin}")
 """
+LINKS = Path("/usr/local/bin")
 SUBID_RANGE = "1000000:65536"  # root's, for `apptainer build --fakeroot`
 SUBID_FILES = (Path("/etc/subuid"), Path("/etc/subgid"))
 ACCOUNT_FILES = ("passwd", "group", "hosts", "resolv.conf", "subuid", "subgid")
@@ -143,7 +146,8 @@ class Apptainer(Component):
 
     def healthy(self) -> bool:
         enter = self.home / "enter"
-        return (STAMP.is_file() and not subids_missing() and enter.is_file() and enter.read_text() == enter_text()
+        links_ok = all(os.path.realpath(LINKS / n) == str(self.bin_dir / n) for n in ("apptainer", "singularity"))
+        return (links_ok and STAMP.is_file() and not subids_missing() and enter.is_file() and enter.read_text() == enter_text()
                 and self.binary.is_file() and (self.bin_dir / "singularity").is_file()
                 and all((ROOT / p.name).is_dir() for p in data_folders())
                 and Path("/dev/fuse").exists() and stat.S_IMODE(Path("/dev/fuse").stat().st_mode) & 0o006 == 0o006
@@ -182,6 +186,9 @@ class Apptainer(Component):
             path.write_text(MODULEFILE.format(version=VERSION, bin=self.bin_dir))
         for folder in (self.home, self.bin_dir, self.modulefiles, *self.modulefiles.iterdir()):
             folder.chmod(0o755)
+        for name in ("apptainer", "singularity"):
+            (LINKS / name).unlink(missing_ok=True)
+            (LINKS / name).symlink_to(self.bin_dir / name)
 
     def _stop(self) -> None:
         """Files in the run dir and a cached root: nothing runs, nothing to stop."""

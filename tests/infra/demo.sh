@@ -3,7 +3,8 @@
 #   1. render every stack as a Dockerfile and a .def
 #   2. build the demo stack with podman (docker API) and convert it to .sif and .sqsh, without root tools
 #   3. push the image, the .sif and the .sqsh to a throwaway local registry, pull them back, verify them
-#   4. launch the demo image on the local Slurm with two tasks and show their output
+#   4. launch the demo image on the local Slurm with two tasks and show their output, then its .sif on two nodes
+#      under Apptainer (Debian's, as a Singularity site runs it)
 #   5. write the job scripts every site would get
 # Output goes to ./out (CKIT_DEMO_OUT overrides). Components are started here and stopped at the end.
 set -euo pipefail
@@ -24,8 +25,8 @@ for stack in $("$ckit" recipes --json | "$py" -c 'import json,sys; print(" ".joi
   "$ckit" -q render "$stack" --format singularity -o "$out/recipes/$stack/"
 done
 
-step "starting podman (docker API), a local registry and Slurm"
-bash tests/infra/start.sh podman debian registry slurm >/dev/null
+step "starting podman (docker API), a local registry, Slurm and Apptainer"
+bash tests/infra/start.sh podman debian registry slurm apptainer >/dev/null
 trap 'bash tests/infra/stop.sh >/dev/null 2>&1 || true' EXIT
 # shellcheck disable=SC1091
 source "${CKIT_RUN_DIR:-$root/.run}/env.sh"
@@ -51,6 +52,10 @@ step "4. launch the demo image on the local Slurm, two tasks"
 (cd "$out/launch" && "$ckit" launch --site local --runtime podman --image "$image" --framework ddp \
   --tasks-per-node 2 --name demo --script demo.sbatch --submit --wait --json -- hello --greet from-slurm > job.json)
 job_out=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["output"])' "$out/launch/job.json")
+sort "$job_out"
+(cd "$out/launch" && "$ckit" launch --site local --runtime apptainer --partition multi --nodes 2 --image "$sif" \
+  --name demo-sif --script demo-sif.sbatch --submit --wait --json -- --greet > job-sif.json)
+job_out=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["output"])' "$out/launch/job-sif.json")
 sort "$job_out"
 
 step "5. the job script each site would get"

@@ -42,12 +42,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 C = TypeVar("C", bound=Component)
+# what this session ran for real, for the line at its end (a test session's own record, read by nothing else)
+USED: set[str] = set()
+RUNTIMES = {"podman": "podman", "apptainer": "Apptainer 1.4.5", "charliecloud": "Charliecloud (ch-run, squashfuse)",
+            "slurm": "Slurm 22.05", "registry": "the registry"}
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    ran = [label for name, label in RUNTIMES.items() if name in USED]
+    if ran:
+        terminalreporter.write_line(
+            f"real runtimes and services run: {', '.join(ran)}; enroot, Pyxis and SingularityCE are not on this "
+            "machine: `ckit doctor --site SITE` checks them on a cluster that has them")
 
 
 @contextmanager
 def running(component: C) -> Iterator[C]:
     """Start ``component`` (reusing a healthy one) under a lease of this process; the last holder stops it."""
     components.write_env_file()
+    USED.add(component.name)
     component.acquire()
     try:
         yield component

@@ -45,8 +45,10 @@ class CountingDockerEngine(DockerEngine):
         return super().build(request, listener)
 
 
-def test_apptainer_engine_without_apptainer_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
-    # This machine (and CI) has neither apptainer nor singularity: the documented limit of the apptainer engine.
+def test_apptainer_engine_without_apptainer_is_bad_input(capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # A PATH with neither apptainer nor singularity (this machine has them in /usr/local/bin, tests/infra/apptainer)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
     assert process.which("apptainer") is None and process.which("singularity") is None
     code, out, err = ckit(capsys, "build", "demo", "--engine", "apptainer")
     assert (code, out) == (2, "")

@@ -43,7 +43,7 @@ def test_builtin_sites_load():
     assert by_name["tara"].compute_internet is False and by_name["oci"].compute_internet is True
     assert by_name["neuron"].policy.forbid_options == ("mem",)
     assert by_name["local"].default_partition == "debug" and by_name["local"].mpi_plugin == "pmi2"
-    assert [r.kind for r in by_name["local"].runtimes] == ["podman", "charliecloud", "none"]
+    assert [r.kind for r in by_name["local"].runtimes] == ["podman", "charliecloud", "apptainer", "none"]
     assert by_name["apulis"].scheduler == "dlws" and by_name["apulis"].shared_image_dir is None
     assert by_name["twnia2"].fact("policy.cpus_per_gpu").tag == "verified"
     assert by_name["twnia2"].fact("partitions.gp1d.max_time").tag == "verified"
