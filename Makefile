@@ -9,7 +9,7 @@ PYTHON ?= $(shell for p in python3 /usr/bin/python3 /usr/local/bin/python3; do \
 export CKIT_RUN_DIR ?= $(CURDIR)/.run
 export NO_MKDOCS_2_WARNING := 1  # mkdocs-material prints an end-of-life notice on every build
 
-.PHONY: install deps test lint docs demo bench clean
+.PHONY: install deps check test lint docs demo bench clean
 
 install: $(VENV)/.installed
 
@@ -29,6 +29,13 @@ test: deps install
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mkdocs build --strict --quiet
 	$(VENV)/bin/pytest -q
+
+check: install  ## before every commit (CONTRIBUTING.md): no root, no components
+	$(VENV)/bin/ruff check buildkit ckit tests docs examples
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
+	$(VENV)/bin/mkdocs build --strict --quiet
+	$(VENV)/bin/pytest -q tests/unit
 
 lint: install
 	$(VENV)/bin/ruff check buildkit ckit tests docs examples
