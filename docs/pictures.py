@@ -76,7 +76,7 @@ def sites_chart() -> bytes:
     plt = plotting()
     sites = list_sites()
     kinds = list(RUNTIMES.names())
-    figure, axes = plt.subplots(figsize=(1.55 * len(kinds) + 1.2, 0.62 * len(sites) + 0.9))
+    figure, axes = plt.subplots(figsize=(1.3 * len(kinds) + 1.1, 0.6 * len(sites) + 0.8))
     for row, site in enumerate(sites):
         for position, runtime in enumerate(site.runtimes):
             text, colour = _cell(site, runtime)
@@ -84,7 +84,7 @@ def sites_chart() -> bytes:
             axes.add_patch(plt.Rectangle((column + 0.04, row + 0.06), 0.92, 0.88, facecolor=colour,
                                          edgecolor="#3f6cb4" if position == 0 else "#bbbbbb",
                                          linewidth=1.8 if position == 0 else 0.8))
-            axes.text(column + 0.5, row + 0.5, text, ha="center", va="center", fontsize=7.2)
+            axes.text(column + 0.5, row + 0.5, text, ha="center", va="center", fontsize=8)
     axes.set_xlim(0, len(kinds))
     axes.set_ylim(len(sites), 0)
     axes.set_xticks([i + 0.5 for i in range(len(kinds))], kinds)
