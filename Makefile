@@ -9,7 +9,7 @@ PYTHON ?= $(shell for p in python3 /usr/bin/python3 /usr/local/bin/python3; do \
 export CKIT_RUN_DIR ?= $(CURDIR)/.run
 export NO_MKDOCS_2_WARNING := 1  # mkdocs-material prints an end-of-life notice on every build
 
-.PHONY: install deps test check lint docs demo bench clean
+.PHONY: install deps check test lint docs demo bench clean
 
 install: $(VENV)/.installed
 
@@ -30,11 +30,12 @@ test: deps install
 	$(VENV)/bin/mkdocs build --strict --quiet
 	$(VENV)/bin/pytest -q --durations=30
 
-check: install  ## the edit loop: lint, import contracts, types and the unit tests (no components), in minutes
+check: install  ## the edit loop, before every commit (CONTRIBUTING.md): no root, no components, about a minute
 	$(VENV)/bin/ruff check buildkit ckit tests docs examples
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
-	$(VENV)/bin/pytest -q tests/unit
+	$(VENV)/bin/mkdocs build --strict --quiet
+	$(VENV)/bin/pytest -q --durations=10 tests/unit
 
 lint: install
 	$(VENV)/bin/ruff check buildkit ckit tests docs examples

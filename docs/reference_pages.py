@@ -3,16 +3,23 @@ stale): every command and option from the Typer app, every recipe and site key f
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import typer
 
+_CODE = re.compile(r"(`[^`]*`)")
+# outside code spans: markdown's own escapes, and HTML's for the angle brackets (markdown has no escape for them)
+_TEXT_ESCAPES = {"\\": "\\\\", "&": "&amp;", "|": "\\|", "[": "\\[", "]": "\\]", "*": "\\*", "_": "\\_", "<": "&lt;",
+                 ">": "&gt;"}
+
 
 def _escape(text: str) -> str:
-    """Help text as one table cell: pipes, brackets and stars are text, not markdown."""
-    for char in "\\|[]*_<>":
-        text = text.replace(char, "\\" + char)
-    return " ".join(text.split())
+    """Help text as one table cell that shows exactly the text: pipes, brackets, stars and angle brackets are text,
+    not markdown or HTML; a code span is left as it is (a table's pipe inside one is text already)."""
+    parts = _CODE.split(" ".join(text.split()))
+    return "".join(part if part.startswith("`") else "".join(_TEXT_ESCAPES.get(c, c) for c in part)
+                   for part in parts)
 
 
 def _option_rows(command: Any) -> list[str]:
@@ -26,7 +33,7 @@ def _option_rows(command: Any) -> list[str]:
         else:
             names = ", ".join(f"`{n}`" for n in [*param.opts, *param.secondary_opts])
             if param.metavar and not param.is_flag:
-                names += f" `{param.metavar}`".replace("|", "\\|")
+                names += f" `{param.metavar}`"  # a pipe in a code span does not split the table's cell
             helptext = param.help or ""
         default = getattr(param, "default", None)
         shown = "" if default in (None, False, (), []) or callable(default) else f"`{default}`"

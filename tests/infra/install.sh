@@ -23,6 +23,8 @@ PACKAGES=(
   libtorch-dev pybind11-dev cmake g++
   # Charliecloud's ch-run (0.31, SquashFUSE built in): --runtime charliecloud jobs run ckit's .sqsh unprivileged
   charliecloud-runtime
+  # the docs site: graphviz draws its diagrams at build; Chromium and its driver check the built site (headless)
+  graphviz chromium chromium-driver
   # script lint, base images
   shellcheck mmdebstrap busybox-static
   # Debian's own Python with venv for the Makefile (a python3 on PATH may be a broken shim), CA bundle for the mirror
