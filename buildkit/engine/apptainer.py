@@ -154,6 +154,8 @@ class ApptainerEngine:
     name: ClassVar[str] = "apptainer"
     context_format: ClassVar[ContextFormat] = "singularity"
     product: ClassVar[Product] = "sif"
+    keeps_layers: ClassVar[bool] = False
+    image_daemon = None  # its product is a .sif file
 
     def probe(self) -> Availability:
         binary = find_binary()

@@ -93,6 +93,14 @@ class Engine(Protocol):
     name: ClassVar[str]
     context_format: ClassVar[ContextFormat]
     product: ClassVar[Product]
+    # what callers ask of an engine instead of its class: it keeps build layers (so --no-cache and --pull mean
+    # something), and the image daemon its product lives in (None: its product is a file)
+    keeps_layers: ClassVar[bool]
+
+    @property
+    def image_daemon(self) -> Any:
+        """The daemon connection holding the built image, for converting it without asking again; None for an
+        engine whose product is a file."""
 
     def probe(self) -> Availability:
         """Whether this engine can build here, cheaply (no build work)."""

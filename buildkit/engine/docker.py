@@ -85,10 +85,15 @@ class DockerEngine:
     name: ClassVar[str] = "docker"
     context_format: ClassVar[ContextFormat] = "docker"
     product: ClassVar[Product] = "image"
+    keeps_layers: ClassVar[bool] = True
 
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
         self._env = env
         self._daemon: Daemon | None = None
+
+    @property
+    def image_daemon(self) -> Daemon:
+        return self.daemon
 
     @property
     def daemon(self) -> Daemon:

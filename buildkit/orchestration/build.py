@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..engine.base import BuildEvent, BuildListener, BuildRequest, BuiltImage, Engine, context_digest
-from ..engine.docker import DockerEngine
 from ..engine.select import AUTO_ORDER, Selection, get_engine, select_engine
 from ..errors import BuildError, ConfigError
 from ..fs.files import check_output
@@ -284,7 +283,7 @@ def execute(
         # all targets at once: the engine's layers are read, verified and indexed once for every format
         # the engine's connection and its description of the image from the cache check: not asked for again
         source = DaemonSource(f"docker-daemon:{plan.tag}", plan.tag, inspected=built.inspected,
-                              daemon=engine.daemon if isinstance(engine, DockerEngine) else None)
+                              daemon=engine.image_daemon)
         for converted in convert_many(source, conversions, progress=progress, site=site):
             artifacts.append(ArtifactResult(
                 converted.target, str(converted.path), converted.source_digest, converted.size, converted.seconds,
@@ -382,7 +381,7 @@ def _select(engine_name: str, to: str | None, dry_run: bool) -> tuple[Any, bool]
 def check_rebuild_flags(engine: Engine, *, no_cache: bool, pull: bool) -> None:
     """``--no-cache``/``--pull`` are the docker engine's: the apptainer engine keeps no layers to skip."""
     flags = [flag for flag, on in (("--no-cache", no_cache), ("--pull", pull)) if on]
-    if flags and not isinstance(engine, DockerEngine):
+    if flags and not engine.keeps_layers:
         raise ConfigError(f"{' '.join(flags)}: options of the docker engine (docker/podman build); the "
                           f"{engine.name} engine keeps no build layers and does not take them",
                           hint="use --engine docker, or leave the option out")

@@ -44,6 +44,7 @@ class ReplayingEngine:
     """An engine that streams ``items`` as the docker engine reads them, or raises ``error`` (a refused build)."""
 
     name, context_format, product = "docker", "docker", "image"
+    keeps_layers, image_daemon = True, None
 
     def __init__(self, items: Sequence[Mapping[str, Any]] = (), error: BuildError | None = None) -> None:
         self.items, self.error = items, error

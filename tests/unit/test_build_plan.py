@@ -176,6 +176,7 @@ class RememberingEngine:
     """An engine that has every image already (any key), and remembers what it was asked."""
 
     name, context_format, product = "docker", "docker", "image"
+    keeps_layers, image_daemon = True, None
 
     def __init__(self) -> None:
         self.asked: list[str] = []
