@@ -190,7 +190,12 @@ def save(site: Site, report: DoctorReport) -> str | None:
     from ..fs.files import atomic_write
     from ..site.load import load_site_file
 
+    from ..config.searchpath import builtin_dir
+
     assert site.path is not None
+    # a built-in profile is ckit's, not the site's: writable for root on an editable install, never rewritten
+    if site.path.resolve().parent == builtin_dir("sites").resolve():
+        return None
     if not os.access(site.path, os.W_OK) or not os.access(site.path.parent, os.W_OK):
         return None
     text = site.path.read_text()

@@ -77,6 +77,15 @@ def test_the_passes_go_back_to_the_profile_with_the_date(tmp_path: Path) -> None
     assert path.read_text().startswith("# This machine's own test Slurm")  # the header comment kept
 
 
+def test_a_built_in_profile_is_never_rewritten() -> None:
+    """ckit's own profiles are the package's (writable for root on an editable install): doctor leaves them."""
+    site = load_site_file(SITES / "local.yaml")
+    before = (SITES / "local.yaml").read_bytes()
+    report = doctor.DoctorReport("local", "2026-01-02", "n1", "/tmp", [CheckResult("job", "passed", "ran", "scheduler")])
+    assert doctor.save(site, report) is None
+    assert (SITES / "local.yaml").read_bytes() == before
+
+
 def _plan(tmp_path: Path, *command: str, **fields: object) -> object:
     site = load_site_file(SITES / "local.yaml")
     return plan_launch(site, LaunchRequest(command=command, **fields))  # type: ignore[arg-type]
