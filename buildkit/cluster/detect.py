@@ -99,6 +99,8 @@ def _runtimes(compute: Probe, login: Probe, plugstack: str, today: str, where: s
     facts: dict[str, Any] = {}
     for kind in RUNTIME_ORDER:
         entry: dict[str, Any] = {"kind": kind}
+        if node.flavours.get(kind) in node.runtimes():
+            continue  # Apptainer's `singularity` alias: one runtime, listed once, by its own name
         if kind not in node.runtimes():
             module = _module_for(kind, node)
             if module is None:

@@ -71,6 +71,8 @@ class Probe:
     arch: str = ""
     programs: dict[str, str] = field(default_factory=dict)  # name -> path
     versions: dict[str, str] = field(default_factory=dict)  # apptainer -> "1.3.4", …
+    # what a command says it is, where that is not its name: Apptainer installs `singularity` as its alias
+    flavours: dict[str, str] = field(default_factory=dict)  # singularity -> "apptainer"
     pyxis: bool = False
     filesystems: dict[str, str] = field(default_factory=dict)  # folder -> type (nfs, lustre, ext2/ext3, …)
     seen: tuple[str, ...] = ()  # the markers this node sees
@@ -120,6 +122,8 @@ def parse(text: str) -> Probe:
         host=one.get("host", ""), arch=one.get("arch", ""),
         programs={k.removeprefix("have."): v for k, v in one.items() if k.startswith("have.")},
         versions=versions, pyxis=one.get("pyxis") == "yes",
+        flavours={key.removeprefix("version."): "apptainer" for key, val in one.items()
+                  if key == "version.singularity" and val.startswith("apptainer ")},
         filesystems={k.removeprefix("fs."): v for k, v in one.items() if k.startswith("fs.")},
         seen=tuple(values.get("seen", ())),
         modules=tuple(values.get("module", ())) if "modules" in one else None,

@@ -93,7 +93,7 @@ def test_the_task_line_sets_env_workdir_binds_and_keeps_arguments_verbatim() -> 
     assert step.endswith("""\"${CKIT_IMAGE}" -- sh -c 'export RANK="${SLURM_PROCID}" LOCAL_RANK="${SLURM_LOCALID}" """
                          """NODE_RANK="${SLURM_NODEID}"; exec "$@"' ckit-task python3 x.py '$(touch pwned)' 'it'"'"'s'""")
     assert "--cd /code " in render_sbatch(_plan(workdir="/code"))
-    assert "ch-run --home" in script and "ch-run --join --home" in render_sbatch(_plan(tasks_per_node=2))
+    assert "ch-run --home" in script and 'ch-run --join --join-tag="ckit-${SLURM_JOB_ID}-${RANDOM}${RANDOM}" --home' in render_sbatch(_plan(tasks_per_node=2))
 
 
 @pytest.mark.parametrize(("kw", "says"), [

@@ -136,3 +136,22 @@ def test_the_probe_script_and_its_reader() -> None:
     assert found.versions == {"apptainer": "1.3.4", "enroot": "3.4.1", "charliecloud": "0.31"}
     assert found.reaches_registry and found.seen == ("/scratch/u/.ckit-detect-1",)
     assert probe.version_of("singularity-ce version 3.11.4-jammy") == "3.11.4"
+    assert found.flavours == {}
+
+
+def test_a_singularity_that_is_apptainers_alias_is_known_as_apptainer() -> None:
+    """Apptainer's packages install `singularity` as an alias: its zstd support is Apptainer's, not 3.x's."""
+    found = probe.parse("ckit-probe have.singularity /usr/bin/singularity\n"
+                        "ckit-probe version.singularity apptainer version 1.4.5\nckit-probe done\n")
+    assert found.versions == {"singularity": "1.4.5"} and found.flavours == {"singularity": "apptainer"}
+    ce = probe.parse("ckit-probe version.singularity singularity-ce version 3.11.4-jammy\n")
+    assert ce.flavours == {}
+
+
+def test_apptainers_singularity_alias_is_one_runtime_in_the_profile() -> None:
+    node = probe.parse("ckit-probe have.apptainer /usr/bin/apptainer\nckit-probe have.singularity /usr/bin/singularity\n"
+                       "ckit-probe version.apptainer apptainer version 1.4.5\n"
+                       "ckit-probe version.singularity apptainer version 1.4.5\nckit-probe done\n")
+    found, _ = detect._runtimes(node, node, "", "2026-11-29", "n1")
+    assert [entry["kind"] for entry in found] == ["apptainer", "none"]
+    assert found[0]["version"] == "1.4.5"

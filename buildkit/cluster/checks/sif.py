@@ -23,6 +23,8 @@ class SifCompression(Check):
         kind = self.runtime or ""
         runtime = ctx.site.runtime(kind)
         version = runtime.version if runtime else ctx.node.versions.get(kind)
+        flavour = ctx.node.flavours.get(kind, kind)  # the nodes' `singularity` may be Apptainer's alias
+        judged = kind if runtime else flavour
         command = (runtime.command if runtime and runtime.command else kind)
         chosen = ctx.site.compressions("sif")[0] if ctx.site.compressions("sif") else "gzip"
         files = {"site": ctx.artifact("sif", chosen), "zstd": ctx.artifact("sif", "zstd")}
@@ -30,13 +32,16 @@ class SifCompression(Check):
                  for name, path in files.items()]
         job = ctx.script(lines, self.name)
         seen = {key: values[0] for key, values in job.marked().items()}
-        expect_zstd = "ran" if "zstd" in sif_reads(kind, version) else "refused"
+        expect_zstd = "ran" if "zstd" in sif_reads(judged, version) else "refused"
+        said = f"{kind} ({flavour})" if flavour != kind else kind
         if seen.get("site") == "ran" and seen.get("zstd") == expect_zstd:
-            return self.result("passed", f"{chosen} .sif ran; zstd .sif {expect_zstd}, as {kind} "
+            return self.result("passed", f"{chosen} .sif ran; zstd .sif {expect_zstd}, as {said} "
                                f"{version or '(any version)'} predicts", ctx.site)
         if seen.get("site") == "ran" and seen.get("zstd"):
-            return self.result("failed", f"zstd .sif {seen['zstd']}, but the profile's {kind} {version or '(no version)'} "
-                               f"predicts {expect_zstd}: correct runtimes.{kind}.version")
+            fix = (f"the nodes' {kind} is {flavour}: say kind: {flavour} in the profile" if flavour != kind
+                   else f"correct runtimes.{kind}.version")
+            return self.result("failed", f"zstd .sif {seen['zstd']}, but the profile's {kind} "
+                               f"{version or '(no version)'} predicts {expect_zstd}: {fix}")
         return self.result("failed", f"the {chosen} .sif did not run: {job.tail()}")
 
 

@@ -11,7 +11,10 @@ What ch-run (0.31, Debian 12) does not do by itself, ckit's job does:
   ``SLURM_JOB_USER``; the ``salloc`` of ``ckit shell`` not even that); ``--home`` binds ``$HOME`` at
   ``/home/$USER``, so a submit folder in the home is reachable;
 * several tasks per node share one container (``--join``): Open MPI's single-copy shared memory (CMA) does not
-  work between user namespaces.
+  work between user namespaces. The join tag is the job's own (its id and a random number, drawn once by the
+  batch script, so every task of the job has the same): ch-run's default is the step number, so a semaphore a
+  killed step left in a node's ``/dev/shm`` (``sem.ch-run_sem-0``) made every later job's step 0 on that node wait
+  for a join lock until it failed.
 
 A SquashFS image is read-only and ch-run 0.31 cannot create mount points in it: every bind destination must
 exist in the image. ch-run shares the host's ``/tmp``; ckit's ``.sqsh`` carries ``/home`` and ``/mnt/0`` …
@@ -70,7 +73,7 @@ class Charliecloud(RuntimeBackend):
     def setup(self, plan: LaunchPlan) -> tuple[str, ...]:
         words = [q(plan.runtime.command or "ch-run"), *(q(f) for f in plan.runtime.flags)]
         if plan.tasks_per_node > 1:  # one container per node: MPI's shared memory (CMA) needs one user namespace
-            words.append("--join")
+            words += ["--join", '--join-tag="ckit-${SLURM_JOB_ID}-${RANDOM}${RANDOM}"']
         words += ["--home", "--cd", workdir_word(plan), "-b", SUBMIT_MOUNT]
         for bind in _binds(plan):
             words += ["-b", bind]
