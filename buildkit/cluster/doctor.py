@@ -187,10 +187,9 @@ def save(site: Site, report: DoctorReport) -> str | None:
 
     import yaml
 
+    from ..config.searchpath import builtin_dir
     from ..fs.files import atomic_write
     from ..site.load import load_site_file
-
-    from ..config.searchpath import builtin_dir
 
     assert site.path is not None
     # a built-in profile is ckit's, not the site's: writable for root on an editable install, never rewritten
