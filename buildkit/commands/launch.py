@@ -22,8 +22,9 @@ def launch(
     site: Annotated[str | None, Opt("--site", help=(
         "Site profile (ckit sites; default: CKIT_SITE, else site in the config file)."))] = None,
     command: Annotated[list[str] | None, typer.Argument(metavar="-- COMMAND [ARGS…]", help=(
-        "Program to run. Its words may name the job's variables ($NAME, ${NAME}: read per task where it starts; "
-        "$$ is a literal $); nothing else is evaluated."))] = None,
+        "Program to run, once per node without a framework. Its words reach it as written, except $NAME/${NAME} "
+        "naming a variable the job defines (SLURM_*, the framework's, --env names), filled in per task; $$ is a "
+        "literal $."))] = None,
     image: Annotated[str | None, Opt("--image", metavar="REF|PATH|STACK", help="Image to run.")] = None,
     framework: Annotated[str, Opt("--framework", help=frameworks.REGISTRY.help() + ".")] = "none",
     launcher: Annotated[str | None, Opt("--launcher", help="; ".join(
@@ -46,7 +47,8 @@ def launch(
     comment: Annotated[str | None, Opt("--comment", help="Job comment (neuron: the application).")] = None,
     name: Annotated[str, Opt("-J", "--job-name", "--name", help="Job name.")] = "ckit",
     env: Annotated[Many, Opt("--env", metavar="K=V", help=(
-        "Environment (repeatable). V may name variables ($PATH, ${USER}: read per task; $$ is a literal $)."))] = None,
+        "Environment (repeatable). V may name the job's variables ($PATH, ${USER}: read per task; $$ is a "
+        "literal $)."))] = None,
     mount: Annotated[Many, Opt("--mount", "--bind", "-B", metavar="SRC:DST[:ro]",
                                help="Bind mount (repeatable; --bind and -B as in apptainer).")] = None,
     runtime: Annotated[str | None, Opt("--runtime", help=runtimes.REGISTRY.help()

@@ -88,6 +88,31 @@ class ImageFacts:
 
 
 @dataclass(frozen=True)
+class JobVariables:
+    """The variables a job defines, which ckit reads per task where ``$NAME`` names one in the command or an
+    ``--env`` value (words.py). ``others`` are what other jobs define (a name, or a prefix ending in ``_``) with
+    what defines them: naming one in this job is an error, since it would read as nothing."""
+
+    names: frozenset[str] = frozenset()
+    prefixes: tuple[str, ...] = ()
+    others: tuple[tuple[str, str], ...] = ()
+
+    def defines(self, name: str) -> bool:
+        if name in self.names:
+            return True
+        return self.elsewhere(name) is None and name.startswith(self.prefixes)
+
+    def elsewhere(self, name: str) -> str | None:
+        """What defines ``name`` when this job does not (None: this job does, or no job does)."""
+        if name in self.names:
+            return None
+        for key, who in self.others:
+            if name == key or (key.endswith("_") and name.startswith(key)):
+                return who
+        return None
+
+
+@dataclass(frozen=True)
 class LaunchPlan:
     site: Site
     request: LaunchRequest
@@ -108,6 +133,7 @@ class LaunchPlan:
     conda: str | None = None
     venv: str | None = None
     rank_table: str = "v1"
+    variables: JobVariables = field(default=JobVariables())
     warnings: tuple[str, ...] = field(default=())
 
     @property

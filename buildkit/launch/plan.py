@@ -16,6 +16,7 @@ from . import words
 from .model import FLAGS as FLAGS
 from .model import Image as Image
 from .model import ImageFacts as ImageFacts
+from .model import JobVariables
 from .model import LaunchPlan as LaunchPlan
 from .model import LaunchRequest as LaunchRequest
 from .model import given as given
@@ -104,12 +105,9 @@ def _check_request(req: LaunchRequest) -> None:
         if value is not None and (value < (0 if flag == "--gpus-per-node" else 1)):
             raise ConfigError(f"{flag} {value} is out of range", hint=f"give a positive {flag}")
     _check_sbatch_fields(req)
-    for key, text in req.env:
+    for key, _ in req.env:
         if not ENV_NAME.fullmatch(key):
             raise ConfigError(f"--env {key!r}: not a variable name", hint="use letters, digits and _ (K=V)")
-        words.parse(text, f"--env {key}")
-    for index, arg in enumerate(req.command):
-        words.parse(arg, f"argument {index + 1} of the command")
     for mount in req.mounts:
         parts = mount.split(":")
         if len(parts) not in (2, 3) or not all(_MOUNT_PATH.fullmatch(p) for p in parts[:2]) or \
@@ -166,6 +164,38 @@ def _runtime(site: Site, req: LaunchRequest) -> Runtime:
     return runtime
 
 
+def job_variables(site: Site, request: LaunchRequest, framework: str, launcher: str | None) -> JobVariables:
+    """What this job defines (words.py), and what only other jobs do: other frameworks' and launchers'
+    variables, other schedulers' prefixes, the array's without --array."""
+    from . import frameworks, schedulers
+
+    own = frameworks.REGISTRY.get(framework, "--framework").variables.get(launcher, ())
+    names = {*words.TASK_ENVIRONMENT, *own, *(k for k, _ in site.env), *(k for k, _ in request.env)}
+    prefixes = schedulers.REGISTRY.get(site.scheduler, "scheduler").variable_prefixes
+    setters: dict[str, list[str]] = {}
+    for backend in frameworks.REGISTRY.all():
+        for name in dict.fromkeys(n for defined in backend.variables.values() for n in defined):
+            hows = [how for how, defined in backend.variables.items() if name in defined]
+            setters.setdefault(name, []).append(f"--framework {backend.name}" + (
+                "" if len(hows) == len(backend.variables) else f" --launcher {'|'.join(map(str, hows))}"))
+    others = [(name, " or ".join(who)) for name, who in setters.items() if name not in names]
+    others += [(prefix, f"a {backend.name} site's scheduler") for backend in schedulers.REGISTRY.all()
+               for prefix in backend.variable_prefixes if prefix not in prefixes]
+    if request.array is None:
+        others.append(("SLURM_ARRAY_", "--array"))
+    return JobVariables(frozenset(names), prefixes, tuple(others))
+
+
+def check_words(plan: LaunchPlan) -> None:
+    """Every --env value, site env value and argument in the job's grammar (words.py), before anything is written."""
+    for key, value in plan.site.env:
+        words.parse(value, f"site {plan.site.name} env {key}", plan.variables)
+    for key, text in plan.env:
+        words.parse(text, f"--env {key}", plan.variables)
+    for index, arg in enumerate(plan.command):
+        words.parse(arg, f"argument {index + 1} of the command", plan.variables)
+
+
 def plan_launch(site: Site, request: LaunchRequest, facts: ImageFacts | None = None) -> LaunchPlan:
     """Resolve defaults from the site and the backends, check the request and the site's rules.
 
@@ -174,8 +204,6 @@ def plan_launch(site: Site, request: LaunchRequest, facts: ImageFacts | None = N
     from .rules import enforce
 
     _check_request(request)
-    for key, value in site.env:
-        words.parse(value, f"site {site.name} env {key}")
     scheduler = schedulers.REGISTRY.get(site.scheduler, f"site {site.name} scheduler")
     framework = frameworks.REGISTRY.get(request.framework, "--framework")
     scheduler.check_framework(site, framework.name)
@@ -194,7 +222,9 @@ def plan_launch(site: Site, request: LaunchRequest, facts: ImageFacts | None = N
                       tasks_per_node=tasks, cpus_per_task=cpus, time=request.time, command=request.command,
                       env=request.env, mounts=site.mounts + request.mounts,
                       modules=site.modules + request.modules, conda=request.conda or site.conda,
-                      venv=request.venv or site.venv, rank_table=request.rank_table or site.rank_table or "v1")
+                      venv=request.venv or site.venv, rank_table=request.rank_table or site.rank_table or "v1",
+                      variables=job_variables(site, request, framework.name, launcher))
+    check_words(plan)
     framework.check(plan)
     backend.check_plan(plan)
     if request.fetch and backend.srun_words(plan, ()):

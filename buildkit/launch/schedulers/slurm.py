@@ -9,7 +9,7 @@ from pathlib import Path
 from ...errors import ConfigError, LaunchError
 from ...process import interactive, which
 from .. import jobrecord, runtimes, slurmctl, steps
-from ..frameworks import glue_for
+from ..frameworks import glue_for, runs
 from ..jobcontrol import ShellCommand
 from ..model import LaunchPlan
 from ..shell import expand_quote, q, q_value
@@ -122,6 +122,7 @@ def header(plan: LaunchPlan) -> list[str]:
             f"# ckit launch: site {plan.site.name}, framework {plan.framework}"
             + (f" ({plan.launcher})" if plan.launcher else "")
             + f", runtime {plan.runtime.kind}, image {image!r}".replace("\n", " "),
+            f"# {runs(plan)}",
             "set -euo pipefail", ""]
 
 
@@ -186,6 +187,7 @@ class Slurm(SlurmJobControl, SchedulerBackend):
     name = "slurm"
     summary = "an sbatch script, written and submitted"
     order = 10
+    variable_prefixes = ("SLURM_",)
     cannot = {"endpoints": "a Slurm job has no platform endpoints: open a shell on its nodes with "
                            "ckit launch --interactive"}
 
@@ -202,7 +204,7 @@ class Slurm(SlurmJobControl, SchedulerBackend):
 
         if plan.request.interactive:
             return self.interactive(plan, how)
-        result = LaunchResult(plan.site.name, self.name, job, plan.warnings)
+        result = LaunchResult(plan.site.name, self.name, job, plan.warnings, runs=runs(plan))
         if how.dry_run:
             return result
         if how.wait and not how.submit:
