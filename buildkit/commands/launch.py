@@ -38,6 +38,9 @@ def launch(
         "default: the GPUs per node."))] = None,
     tasks_per_node: Annotated[int | None, Opt("--tasks-per-node", "--ntasks-per-node", parser=whole_number, help="Tasks per node.")] = None,
     cpus_per_task: Annotated[int | None, Opt("-c", "--cpus-per-task", parser=whole_number, help="CPUs per task.")] = None,
+    mem: Annotated[str | None, Opt("--mem", metavar="SIZE", help="Memory per node (sbatch's --mem: 10G, 4000M).")] = None,
+    mem_per_cpu: Annotated[str | None, Opt("--mem-per-cpu", metavar="SIZE", help="Memory per CPU (sbatch's).")] = None,
+    mem_per_gpu: Annotated[str | None, Opt("--mem-per-gpu", metavar="SIZE", help="Memory per GPU (sbatch's).")] = None,
     time: Annotated[str | None, Opt("-t", "--time", help=(
         "Walltime (HH:MM:SS or D-HH:MM:SS; default: SBATCH_TIMELIMIT, else the config file's)."))] = None,
     partition: Annotated[str | None, Opt("-p", "--partition", help=(
@@ -99,6 +102,7 @@ def launch(
         command=tuple(command or (SHELL if interactive else ())), image=image, framework=framework,
         launcher=launcher, rank_table=rank_table,
         nodes=nodes, gpus_per_node=gpus_per_node, tasks_per_node=tasks_per_node, cpus_per_task=cpus_per_task,
+        mem=mem, mem_per_cpu=mem_per_cpu, mem_per_gpu=mem_per_gpu,
         time=time, partition=partition, account=account, comment=comment, name=name, env=api.env_pairs(env or ()),
         mounts=tuple(mount or ()), runtime=runtime, gloo=gloo, network_interface=network_interface,
         devices_per_node=devices_per_node, workdir=workdir, modules=tuple(module or ()), conda=conda, venv=venv,

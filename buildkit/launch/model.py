@@ -21,6 +21,9 @@ class LaunchRequest:
     gpus_per_node: int | None = None
     tasks_per_node: int | None = None
     cpus_per_task: int | None = None
+    mem: str | None = None  # sbatch's --mem (per node), --mem-per-cpu, --mem-per-gpu: at most one
+    mem_per_cpu: str | None = None
+    mem_per_gpu: str | None = None
     time: str | None = None
     partition: str | None = None
     account: str | None = None
@@ -53,6 +56,7 @@ class LaunchRequest:
 # The command line's spelling of each request field, for the messages that refuse one.
 FLAGS = {"image": "--image", "launcher": "--launcher", "rank_table": "--rank-table", "nodes": "-N/--nodes",
          "gpus_per_node": "--gpus-per-node", "tasks_per_node": "--ntasks-per-node", "cpus_per_task": "-c/--cpus-per-task",
+         "mem": "--mem", "mem_per_cpu": "--mem-per-cpu", "mem_per_gpu": "--mem-per-gpu",
          "time": "-t/--time", "partition": "-p/--partition", "account": "-A/--account", "comment": "--comment",
          "name": "-J/--job-name", "env": "--env", "mounts": "--mount", "runtime": "--runtime", "gloo": "--gloo",
          "network_interface": "--network-interface", "devices_per_node": "--devices-per-node",

@@ -32,6 +32,8 @@ _MAIL_TYPES = ("NONE", "BEGIN", "END", "FAIL", "REQUEUE", "ALL", "INVALID_DEPEND
 _MAIL_USER = re.compile(r"^[A-Za-z0-9._%+-]+(@[A-Za-z0-9.-]+)?$")
 _MODULE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+/-]*$")
 _ARRAY = re.compile(r"^\d+(-\d+(:\d+)?)?(,\d+(-\d+(:\d+)?)?)*(%\d+)?$")
+_MEMORY = re.compile(r"^[0-9]+[KMGT]?B?$")
+MEMORY = ("mem", "mem_per_cpu", "mem_per_gpu")
 _JOB_ID = re.compile(r"^\d+(_\d+)?$")
 ENDPOINTS = ("ssh", "jupyter", "tensorboard")
 
@@ -78,6 +80,7 @@ def _check_sbatch_fields(req: LaunchRequest) -> None:
             raise ConfigError(f"{flag} {value!r}: its folder names something only the job knows; Slurm opens the "
                               "log before the job starts and creates no folder, so ckit makes it first",
                               hint=f"keep %j and the like in the file name: {flag} out/%x.o%j")
+    _check_memory(req)
     if req.array is not None and not _ARRAY.fullmatch(req.array):
         raise ConfigError(f"--array {req.array!r} is not sbatch's index list",
                           hint="e.g. --array 0-9, --array 1,3,5 or --array 0-99%10 (at most 10 at once)")
@@ -94,6 +97,18 @@ def _check_sbatch_fields(req: LaunchRequest) -> None:
     if req.mail_user is not None and not _MAIL_USER.fullmatch(req.mail_user):
         raise ConfigError(f"--mail-user {req.mail_user!r} is not a mail address or user name",
                           hint="e.g. --mail-user alice@example.org")
+
+
+def _check_memory(req: LaunchRequest) -> None:
+    given_memory = [name for name in MEMORY if getattr(req, name) is not None]
+    for name in given_memory:
+        value = getattr(req, name)
+        if not _MEMORY.fullmatch(value):  # 0: all of the node's (sbatch's meaning)
+            raise ConfigError(f"{FLAGS[name]} {value!r} is not an amount of memory",
+                              hint=f"as sbatch takes it: a number with K, M (the default), G or T, e.g. {FLAGS[name]} 10G")
+    if len(given_memory) > 1:
+        raise ConfigError(" and ".join(FLAGS[n] for n in given_memory) + " ask for memory twice; sbatch takes one",
+                          hint="keep one of them: --mem per node, --mem-per-cpu or --mem-per-gpu")
 
 
 def _check_request(req: LaunchRequest) -> None:

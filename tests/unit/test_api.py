@@ -143,3 +143,33 @@ def test_backends_and_nccl_report(tmp_path):
     assert {"slurm", "dlws"} <= {b["name"] for b in ckit.backends()["schedulers"]}
     with pytest.raises(ckit.ConfigError, match="cannot read"):
         ckit.nccl_report(tmp_path / "missing.out")
+
+
+def test_executor_keeps_submitits_defaults_on_a_site_with_gpus(tmp_path):
+    """Guide 001's first submitit example on neuron's cas_v100_2 (2 GPUs a node): one task, no GPUs, as
+    submitit's own executor asks, so that job.result() has one result to read."""
+    ex = ckit.Executor(tmp_path / "log_test", "neuron", image="/scratch/me/pytorch.sif", cwd=tmp_path, check_image=False)
+    ex.update_parameters(partition="cas_v100_2", comment="python", timeout_min=10)
+    plan = ex.plan()
+    script = ckit.render(plan)
+    assert (plan.total_tasks, plan.gpus_per_node, ex._num_tasks()) == (1, 0, 1)
+    assert "--ntasks-per-node=1" in script and "--gres" not in script
+    ex.update_parameters(gpus_per_node=2, cpus_per_task=4)
+    plan = ex.plan()
+    assert (plan.total_tasks, plan.gpus_per_node, plan.cpus_per_task) == (1, 2, 4)
+    assert "#SBATCH --gres=gpu:2" in ckit.render(plan)
+    ex.update_parameters(mem_gb=10)
+    with pytest.raises(ckit.PolicyError, match=r"neuron forbids --mem \(rule policy.forbid_options\)"):
+        ex.plan()
+
+
+def test_executor_and_request_take_memory_as_sbatch_does(tmp_path):
+    ex = ckit.Executor(tmp_path / "log", "local", runtime="none", cwd=tmp_path)
+    ex.update_parameters(mem_gb=1.5)
+    assert "#SBATCH --mem=1536M" in ckit.render(ex.plan())
+    plan = ckit.plan_launch("local", ckit.LaunchRequest(command=("x",), runtime="none", mem_per_gpu="8G"))
+    assert "#SBATCH --mem-per-gpu=8G" in ckit.render(plan)
+    with pytest.raises(ckit.ConfigError, match="--mem and --mem-per-cpu ask for memory twice"):
+        ckit.plan_launch("local", ckit.LaunchRequest(command=("x",), mem="1G", mem_per_cpu="1G"))
+    with pytest.raises(ckit.ConfigError, match="--mem '10 G' is not an amount of memory"):
+        ckit.plan_launch("local", ckit.LaunchRequest(command=("x",), mem="10 G"))

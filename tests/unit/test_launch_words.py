@@ -116,7 +116,7 @@ def test_env_values_are_set_per_task_and_literal_ones_exported():
 # backends themselves, interactive and fetch change what is run around the script (tests/integration).
 VALUES: dict[str, object] = {
     "launcher": None, "rank_table": "legacy", "nodes": 2, "gpus_per_node": 2, "tasks_per_node": 2,
-    "cpus_per_task": 3, "time": "00:10:00", "partition": "cas_v100_2", "account": "p1", "comment": "python",
+    "cpus_per_task": 3, "mem": "10G", "mem_per_cpu": "4000", "mem_per_gpu": "32G", "time": "00:10:00", "partition": "cas_v100_2", "account": "p1", "comment": "python",
     "name": "other", "env": (("A", "1"),), "mounts": ("/a:/b",), "gloo": True, "network_interface": "ib1",
     "devices_per_node": 2, "workdir": "/w", "modules": ("m/1",), "conda": "c", "venv": "/v", "pre": ("echo hi",),
     "output": "o.out", "error": "e.err", "mail_type": "END", "mail_user": "a@example.org", "keep_container": True,

@@ -108,6 +108,9 @@ class Dlws(SchedulerBackend):
         "tasks_per_node": "each node is one container; horovodrun -np or the device loop starts the processes "
                           "(--gpus-per-node, --devices-per-node)",
         "cpus_per_task": "the form asks for devices, not CPUs: drop it",
+        "mem": "the form asks for devices, not memory: drop it",
+        "mem_per_cpu": "the form asks for devices, not memory: drop it",
+        "mem_per_gpu": "the form asks for devices, not memory: drop it",
         "mounts": "every container has your home (/home/$DLWS_USER_NAME) and the job's /job folder: "
                   "put the files there",
         "modules": "the job runs in its Docker image, which loads no environment modules: install the software "

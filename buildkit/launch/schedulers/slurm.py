@@ -41,6 +41,9 @@ def sbatch_options(plan: LaunchPlan) -> list[str]:
              f"--cpus-per-task={plan.cpus_per_task}"]
     if plan.gpus_per_node:
         opts.append(f"--gres=gpu:{plan.gpus_per_node}")
+    for flag, value in (("--mem", req.mem), ("--mem-per-cpu", req.mem_per_cpu), ("--mem-per-gpu", req.mem_per_gpu)):
+        if value is not None:
+            opts.append(f"{flag}={value}")
     if plan.time:
         opts.append(f"--time={plan.time}")
     opts.append(f"--output={req.output or f'{req.name}-%j.out'}")
