@@ -9,15 +9,16 @@ checked (it must read as a SIF), and published under a key derived from the buil
 build leaves nothing at a final path, and a second build of the same context is a cache hit.
 
 Either binary: SingularityCE sites have ``singularity``, Apptainer ones ``apptainer`` (and often a ``singularity``
-link). Run for real with SingularityCE 3.4.2. Two things the command line must say:
+link). Run for real with Debian's Apptainer 1.4.5 (and, in earlier releases, with SingularityCE 3.4.2). Two things
+the command line must say:
 
 * ``--fakeroot`` when not root, and also for root whose capability bounding set is not full (a container, a
   locked-down VM): singularity gives the build's ``%post`` every capability and its starter fails ("Failed to set
   process capabilities") when the bounding set holds fewer; in a fakeroot user namespace the set is full. Fakeroot
   needs the user's range in ``/etc/subuid`` and ``/etc/subgid``.
-* ``--nohttps`` when the definition's base is on a loopback registry that speaks plain http (ckit's own client
-  uses http there too): singularity otherwise only tries https. ``--nohttps`` is what every version accepts
-  (newer ones also spell it ``--no-https``).
+* ``--no-https`` when the definition's base is on a loopback registry that speaks plain http (ckit's own client
+  uses http there too): singularity otherwise only tries https. SingularityCE 3.x spells it ``--nohttps``,
+  Apptainer 1.4 knows only ``--no-https``: the spelling is the one the binary's ``build --help`` lists.
 """
 
 from __future__ import annotations
@@ -61,12 +62,17 @@ SECTION_MARKERS = (
 )
 
 
-def build_argv(binary: str, output: Path, *, fakeroot: bool, nohttps: bool = False,
+def build_argv(binary: str, output: Path, *, fakeroot: bool, nohttps: str | None = None,
                definition: str = DEFINITION) -> list[str]:
-    """The build command; ``--fakeroot``: the user is root in a user namespace; ``--nohttps``: a plain-http
-    registry serves the base."""
-    return [binary, "build", *(["--fakeroot"] if fakeroot else []), *(["--nohttps"] if nohttps else []),
+    """The build command; ``--fakeroot``: the user is root in a user namespace; ``nohttps``: the flag (as the
+    binary spells it, :func:`nohttps_flag`) when a plain-http registry serves the base."""
+    return [binary, "build", *(["--fakeroot"] if fakeroot else []), *([nohttps] if nohttps else []),
             str(output), definition]
+
+
+def nohttps_flag(build_help: str) -> str:
+    """``--no-https`` where ``build --help`` lists it (Apptainer, SingularityCE >= 3.7), else ``--nohttps``."""
+    return "--no-https" if "--no-https" in build_help else "--nohttps"
 
 
 def needs_fakeroot(euid: int, status: str, last_cap: int) -> bool:
@@ -191,7 +197,11 @@ class ApptainerEngine:
             write_context(list(request.context), Path(context_dir))
             registry = base_registry((context_file(request.context, DEFINITION) or b"").decode(errors="replace"))
             fakeroot = _needs_fakeroot_here()
-            argv = build_argv(binary, output, fakeroot=fakeroot, nohttps=bool(registry and plain_http(registry)))
+            flag = None
+            if registry and plain_http(registry):
+                usage = process.run([binary, "build", "--help"], step="apptainer build --help", check=False)
+                flag = nohttps_flag(usage.stdout + usage.stderr)
+            argv = build_argv(binary, output, fakeroot=fakeroot, nohttps=flag)
             listener(BuildEvent(f"running: {' '.join(argv)}"))
             result = process.run(argv, step="apptainer build", cwd=context_dir, check=False)
         lines = (result.stdout + result.stderr).splitlines()

@@ -8,8 +8,8 @@ Everything lives under the run dir (``CKIT_RUN_DIR``, default ``<repo>/.run``); 
 variables. Components: podman, busybox, debian (base images), registry (127.0.0.1:5000), registry-auth (:5001,
 htpasswd), registry-tls (:5002, test CA), munge, slurm, frameworks (a venv with torch, mpi4py, tensorflow-cpu,
 ray for --runtime none jobs), framework-wheels (their wheels, for the test image), horovod (Horovod with Gloo
-built against Debian's torch), charliecloud (ch-run's unprivileged user, /dev/fuse), singularity (SingularityCE
-3.4.2 from /opt/ckit-runtimes under the sites' module names, root's fakeroot range).
+built against Debian's torch), charliecloud (ch-run's unprivileged user, /dev/fuse), apptainer (Debian unstable's
+Apptainer 1.4.5 in a root of its own, as ``apptainer`` and ``singularity`` and under the sites' module names).
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from .apptainer import Apptainer
 from .charliecloud import Charliecloud
 from .daemon import Component, ComponentError, run_dir
 from .frameworks import FrameworkVenv, FrameworkWheels, HorovodVenv
 from .images import BusyboxImage, DebianImage
 from .podman import PodmanService
 from .registry import AuthRegistry, Registry, TLSRegistry
-from .singularity import Singularity
 from .slurm import Munge, Slurm
 
 COMPONENTS: dict[str, type[Component]] = {
@@ -44,7 +44,7 @@ COMPONENTS: dict[str, type[Component]] = {
         FrameworkWheels,
         HorovodVenv,
         Charliecloud,
-        Singularity,
+        Apptainer,
     )
 }
 

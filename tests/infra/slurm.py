@@ -7,8 +7,8 @@ more nodes ``n1`` and ``n2``: each a slurmd in its own network namespace (a veth
 mount namespace (its own /etc/hosts naming every node, and its own /tmp/ray, which a real node has on local
 disk). So a two-node job has two hosts with two addresses: MASTER_ADDR, TF_CONFIG, Ray's head and workers and
 srun's connections go between them as on a cluster. The bridge reaches nothing but these namespaces.
-Every node runs Pyxis 0.24.0 with enroot 4.1.2 (tests/infra/pyxis.py): each slurmd has enroot on its PATH and,
-in a mount namespace of its own, its own enroot.conf at enroot's path.
+No SPANK plugin: Pyxis and enroot are not here (nothing built from source reaches the tests); their behaviour
+is held by contract tests and checked on a real cluster by ``ckit doctor``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import subprocess
 import time
 from pathlib import Path
 
-from . import pyxis
 from .daemon import (
     Component,
     ComponentError,
@@ -46,7 +45,6 @@ NODES = {"n1": f"{BRIDGE_NET}.11", "n2": f"{BRIDGE_NET}.12"}  # the namespaced n
 # Folders a real node has on local disk, private to each namespaced node (a bind mount of its own folder):
 # Slurm's TmpFS (PMIx puts its per-step folders there) and Ray's session folder.
 NODE_TMP, RAY_TMP = "/tmp/ckit-slurm-node", "/tmp/ray"
-PYXIS_RUNTIME = f"{NODE_TMP}/pyxis"  # Pyxis's runtime_path: node-local
 _BROKEN = ("down", "drain", "fail", "unknown", "*", "not_responding")
 _ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "")
 
@@ -184,30 +182,10 @@ class Slurm(Component):
     def running(self) -> bool:
         return self.conf.is_file() and is_alive(self._ctld()) and all(is_alive(self._slurmd(n)) for n in self.nodes)
 
-    def node_conf(self, node: str) -> Path:
-        """The enroot.conf node ``node``'s slurmd sees at enroot's own path (see tests/infra/pyxis.py)."""
-        return self.home / "nodes" / node / "enroot.conf"
-
-    def _sees_enroot(self, node: str) -> bool:
-        """The node's slurmd has enroot on its PATH and our enroot.conf in its mount namespace (a cluster
-        started before Pyxis was in it has neither: it is started again)."""
-        pid = self._slurmd(node)
-        try:
-            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-            seen = Path(f"/proc/{pid}/root{pyxis.ENROOT_CONF}").read_text()
-            linked = os.readlink(f"/proc/{pid}/root{pyxis.NODE_BIN}/enroot")
-        except OSError:
-            return False
-        paths = next((e[5:].decode().split(":") for e in environ if e.startswith(b"PATH=")), [])
-        return (str(pyxis.ENROOT_BIN) in paths and seen == pyxis.enroot_conf_text(self.run, node)
-                and linked == str(pyxis.ENROOT_BIN / "enroot"))
-
     def healthy(self) -> bool:
-        if not self.running() or not (self.home / "plugstack.conf").is_file():
+        if not self.running() or (self.home / "plugstack.conf").exists():  # a cluster of an earlier layout
             return False
         for node in self.nodes:  # idle, mixed, allocated, completing… are all fine for reuse
-            if not self._sees_enroot(node):
-                return False
             state = self.node_state(node)
             if not state or any(bad in state for bad in _BROKEN):
                 return False
@@ -222,11 +200,9 @@ class Slurm(Component):
         hosts = ["127.0.0.1 localhost", f"{BRIDGE_NET}.1 {self.nodename}"]
         hosts += [f"{addr} {node}" for node, addr in NODES.items()]
         (self.home / "nodes" / "hosts").write_text("\n".join(hosts) + "\n")
-        pyxis.link_commands(self.home / "nodes" / "bin")
+        (self.home / "plugstack.conf").unlink(missing_ok=True)
         for node in self.nodes:
             (self.home / "nodes" / node).mkdir(exist_ok=True)
-            pyxis.write_node(self.run, node, self.node_conf(node))
-        pyxis.write_plugstack(self.home / "plugstack.conf", pyxis.plugstack_text(PYXIS_RUNTIME))
 
     def _network(self) -> None:
         """The bridge and, per node, a network namespace with a veth on it (idempotent)."""
@@ -251,9 +227,7 @@ class Slurm(Component):
 
     def _start_slurmd(self, node: str) -> None:
         argv = ["slurmd", "-f", str(self.conf), "-N", node]
-        binds = [f"mount --bind {self.node_conf(node)} {pyxis.ENROOT_CONF}",
-                 f"mount -t overlay ckit-enroot -o lowerdir={self.home / 'nodes' / 'bin'}:{pyxis.NODE_BIN} "
-                 f"{pyxis.NODE_BIN}"]
+        binds: list[str] = []
         # this host's node sees later mounts of the host (slave), the namespaced nodes only their own
         wrap = ["unshare", "--mount", "--propagation", "slave"]
         if node in NODES:
@@ -271,17 +245,14 @@ class Slurm(Component):
             # nsenter, not `ip netns exec`, which remounts /sys without the cgroup tree slurmd reads
             wrap = ["nsenter", f"--net=/var/run/netns/ckit-{node}", "unshare", "--uts", "--mount", "--propagation",
                     "private"]
-        argv = [*wrap, "sh", "-c", f"{' && '.join(binds)} && exec \"$@\"", "slurmd-node", *argv]
+        argv = [*wrap, "sh", "-c", "".join(f"{b} && " for b in binds) + 'exec "$@"', "slurmd-node", *argv]
         log = self.home / "log" / f"slurmd-{node}.log"
-        # Pyxis runs `enroot` from slurmstepd's PATH
-        env = {**self.env(), "PATH": f"{pyxis.ENROOT_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
         try:
-            run(argv, env=env, timeout=30)
+            run(argv, env=self.env(), timeout=30)
         except ComponentError as err:
             raise ComponentError(f"{err}\nlog {log}:\n{log_tail(log)}") from None
 
     def _start(self) -> None:
-        pyxis.check_installed()
         self.write_config()
         self._network()
         log = self.home / "log" / "slurmctld.log"

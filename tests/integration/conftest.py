@@ -20,6 +20,7 @@ from typing import TypeVar
 import pytest
 
 from tests.infra import components
+from tests.infra.apptainer import Apptainer
 from tests.infra.charliecloud import Charliecloud
 from tests.infra.containers import remove_images
 from tests.infra.daemon import Component
@@ -27,7 +28,6 @@ from tests.infra.frameworks import FrameworkVenv, FrameworkWheels, HorovodVenv
 from tests.infra.images import BusyboxImage, DebianImage
 from tests.infra.podman import PodmanService
 from tests.infra.registry import AuthRegistry, Registry, RegistryInfo, TLSRegistry
-from tests.infra.singularity import Singularity
 from tests.infra.slurm import PARTITIONS, Munge
 from tests.infra.slurm import Slurm as SlurmCluster
 from tests.integration import torch_image as torch
@@ -203,10 +203,10 @@ def charliecloud() -> Iterator[Charliecloud]:
 
 
 @pytest.fixture(scope="session")
-def singularity() -> Iterator[Singularity]:
-    """SingularityCE 3.4.2 (``.binary``, ``.bin_dir``) and its modules under the sites' names (``.modulefiles``);
-    an ERROR, never a skip, where it is not installed."""
-    with running(Singularity()) as component:
+def apptainer() -> Iterator[Apptainer]:
+    """Debian's Apptainer 1.4.5 (``.binary``; ``.bin_dir`` has ``apptainer`` and ``singularity``) and its modules
+    under the sites' names (``.modulefiles``); called, it runs ``apptainer ARGS``. An ERROR, never a skip."""
+    with running(Apptainer()) as component:
         yield component
 
 

@@ -1,5 +1,6 @@
-"""Helpers of the tests that run the real SingularityCE 3.4.2: site profiles for this machine derived from the
-real ones, and the jobs ``ckit launch`` submits with them (the ``singularity`` fixture runs the command)."""
+"""Helpers of the tests that run the Singularity sites' jobs under the real Apptainer (Debian's, whose package
+ships ``singularity`` as its alias): site profiles for this machine derived from the real ones, and the jobs
+``ckit launch`` submits with them (the ``apptainer`` fixture runs the command)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.infra.singularity import VERSION
 from tests.integration.registry_helpers import Ran, ckit
 
 SITES = Path(__file__).resolve().parents[2] / "sites"
@@ -56,8 +56,9 @@ def sites_for_this_machine(folder: Path, cpus: int) -> Path:
 
 def site_for_this_machine(name: str, folder: Path, cpus: int) -> Path:
     """The built-in profile ``name`` in ``folder``/sites, changed only where this machine differs: its partitions
-    (partition multi: the two namespaced nodes n1 and n2, no GPUs) and so the GPU rules, its runtime's version
-    (the SingularityCE here), and its folders (shared images, the submit folder) under ``folder``."""
+    (partition multi: the two namespaced nodes n1 and n2, no GPUs) and so the GPU rules, and its folders (shared
+    images, the submit folder) under ``folder``. Its runtime stays the site's own (``singularity`` of the version
+    the site runs): what ckit writes for it must run under any later Apptainer too, as it does here."""
     profile = yaml.safe_load((SITES / f"{name}.yaml").read_text())
     profile["partitions"] = {"multi": {"gpus_per_node": 0, "cpus_per_node": cpus, "nodes": "n[1-2]",
                                        "note": "this machine's two namespaced test nodes"}}
@@ -66,9 +67,6 @@ def site_for_this_machine(name: str, folder: Path, cpus: int) -> Path:
     policy.pop("min_gpus_per_job", None)  # no GPUs here
     if "submit_from" in policy:
         policy["submit_from"] = str(folder / "scratch" / "$USER")
-    for runtime in profile["runtimes"]:
-        if runtime["kind"] == "singularity":
-            runtime["version"] = VERSION
     profile["shared_image_dir"] = str(folder / "shared" / "$USER")
     profile["facts"] = {k: v for k, v in profile.get("facts", {}).items() if _exists(profile, k.split("."))}
     sites = folder / "sites"

@@ -1,12 +1,12 @@
 """ckit from Python on the real Slurm: submitit's pickled functions run by ``ckit.Executor`` in ckit's
-containers on two nodes (Charliecloud with a ``.sqsh``, SingularityCE 3.4.2 with a ``.sif``), one result per
+containers on two nodes (Charliecloud with a ``.sqsh``, Apptainer with a ``.sif``), one result per
 task, a remote exception with its traceback, cancel, a wait's timeout and Slurm's time limit, the versions
 checked before queueing and in the task; ``ckit.launch`` of a command and its :class:`ckit.Job`; ``ckit logs``
 and ``ckit jobs --since`` once Slurm forgot the job (no accounting here); the example of ``examples/`` run.
 
 The image (tests/data/recipes test-submitit) is Debian's Python 3.11 with python3-torch, and this Python's
 submitit and cloudpickle installed from their wheels; built once by ``ckit.build`` to an image, a ``.sqsh`` and
-a ``.sif`` for twnia2 (SingularityCE reads gzip only).
+a ``.sif`` for twnia2 (its singularity 3.x reads gzip only).
 """
 
 from __future__ import annotations
@@ -104,8 +104,8 @@ def image(wheels: Path, folder: Path, podman: Any, debian_image: str) -> Iterato
 
 
 @pytest.fixture(scope="module")
-def twnia2(folder: Path, slurm: Any, singularity: Any) -> Path:
-    """The twnia2 profile for this machine: partition multi (n1, n2), SingularityCE 3.4.2 by its module."""
+def twnia2(folder: Path, slurm: Any, apptainer: Any) -> Path:
+    """The twnia2 profile for this machine: partition multi (n1, n2), Apptainer by the site's singularity module."""
     return site_for_this_machine("twnia2", folder, slurm.cpus)
 
 
@@ -121,9 +121,9 @@ def executor(how: str, folder: Path, image: dict[str, str], request: pytest.Fixt
         ex.update_parameters(partition="multi")
         return ex
     sites = request.getfixturevalue("twnia2")
-    singularity = request.getfixturevalue("singularity")
+    apptainer = request.getfixturevalue("apptainer")
     ex = ckit.Executor(folder / "log_test", "twnia2", image=image["sif"], sites=[sites], cwd=jobs, **options)
-    ex.update_parameters(account="P1", env={"MODULEPATH": str(singularity.modulefiles)})
+    ex.update_parameters(account="P1", env={"MODULEPATH": str(apptainer.modulefiles)})
     return ex
 
 

@@ -1,5 +1,5 @@
 """One recipe, one environment: the image under podman, the .sif ``ckit convert`` makes of it and the .sif
-singularity builds from the rendered .def give the same variables, run by the real SingularityCE 3.4.2.
+singularity builds from the rendered .def give the same variables, run by the real Apptainer (Debian's 1.4.5).
 
 The recipe sets PATH in two env steps, as the README's first recipe does (hello's folder, then the venv's), and
 appends a third folder in a later one. Before, the .def's ``%environment`` kept only the last assignment, so
@@ -52,7 +52,7 @@ def write_project(folder: Path) -> Path:
 
 
 def test_the_image_its_sif_and_the_defs_sif_have_the_same_environment(
-        podman: Any, debian_image: str, registry: Any, singularity: Any, tmp_path: Path,
+        podman: Any, debian_image: str, registry: Any, apptainer: Any, tmp_path: Path,
         podman_tags: Callable[[str], str], monkeypatch: Any) -> None:
     monkeypatch.setenv("CKIT_CACHE_DIR", str(tmp_path / "cache"))
     project = write_project(tmp_path / "project")
@@ -65,7 +65,7 @@ def test_the_image_its_sif_and_the_defs_sif_have_the_same_environment(
     assert (status, output.decode()) == (0, EXPECTED)  # Docker's meaning: the reference
 
     converted = convert(f"docker-daemon:{tag}", "sif", compress="gzip", store=Store(tmp_path / "store")).path
-    ran = singularity("exec", "--cleanenv", str(converted), "/bin/sh", "-c", PROBE)
+    ran = apptainer("exec", "--cleanenv", str(converted), "/bin/sh", "-c", PROBE)
     assert (ran.returncode, ran.stdout) == (0, EXPECTED), ran.stderr
 
     # the .def, built by singularity from the same Debian base on the test registry (reached as localhost:PORT,
@@ -75,11 +75,11 @@ def test_the_image_its_sif_and_the_defs_sif_have_the_same_environment(
     client.images.get(debian_image).tag(base.rsplit(":", 1)[0], "bookworm")
     for item in client.api.push(base.rsplit(":", 1)[0], "bookworm", stream=True, decode=True):
         assert "error" not in item, item
-    env = {"CKIT_CACHE_DIR": str(tmp_path / "cache"), "PATH": f"{singularity.bin_dir}:{os.environ['PATH']}"}
+    env = {"CKIT_CACHE_DIR": str(tmp_path / "cache"), "PATH": f"{apptainer.bin_dir}:{os.environ['PATH']}"}
     port = registry.host.split(":")[1]
     built = ckit("--recipes", str(project), "build", "envcheck", "--engine", "apptainer", "--set",
                  f"debian.registry=localhost:{port}/{repo}", "-o", str(tmp_path / "built"), "--json", env=env)
     assert built.returncode == 0, built.stderr
     (artifact,) = json.loads(built.stdout)["artifacts"]
-    ran = singularity("exec", "--cleanenv", artifact["path"], "/bin/sh", "-c", PROBE)
+    ran = apptainer("exec", "--cleanenv", artifact["path"], "/bin/sh", "-c", PROBE)
     assert (ran.returncode, ran.stdout) == (0, EXPECTED), ran.stderr

@@ -29,6 +29,7 @@ import yaml
 from buildkit.cli import main
 from tests import doctext
 from tests.integration.terminal import record_in_a_terminal
+from tests.testdata import sif_dir
 from tests.unit.test_first_hour_rules import README, write_readme_project
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -218,7 +219,7 @@ def test_a_pull_tells_its_meter_the_size(registry: Any, tmp_path: Path, capsys: 
     from buildkit.registry.distribution.reference import parse
     from buildkit.registry.transfer.artifacts import pull_artifact
 
-    sif = ROOT / "tests/data/sif/busybox_amd64.sif"
+    sif = sif_dir() / "busybox_amd64.sif"
     ref = f"{registry.host}/ckit-test/first-hour:meter-{os.getpid()}"
     assert main(["push", str(sif), ref]) == 0, capsys.readouterr().err
     meter = RecordingMeter()

@@ -17,9 +17,10 @@ from buildkit.image.rootfs import charliecloud as C
 from buildkit.image.rootfs import enroot as E
 from buildkit.image.sif.write import write_apptainer_sif
 from tests.integration.rootfs_helpers import materialize
+from tests.testdata import sif_dir
 
 pytestmark = pytest.mark.integration
-DATA = Path(__file__).parent.parent / "data" / "sif"
+DATA = sif_dir()
 CONFIG = ImageConfig(entrypoint=("/bin/entry",), cmd=("--serve", "it's"), env=("PATH=/usr/bin:/bin", "LANG=C.UTF-8"),
                      labels=(("org.opencontainers.image.title", "demo"),), working_dir="/srv", volumes=("/data",),
                      raw={"Entrypoint": ["/bin/entry"], "Cmd": ["--serve", "it's"]})

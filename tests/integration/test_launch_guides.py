@@ -2,7 +2,7 @@
 two namespaced nodes n1 and n2, whose network reaches nothing but each other): variables in arguments and
 ``--env`` read per task, the guides' log folders, conda without a login shell, Ray's NERSC variables, ``--mpi``
 with a plain command, arrays and dependencies, an interactive allocation on two nodes, and, with the real
-SingularityCE 3.4.2, the image's ENTRYPOINT, horovodrun in the image and ``--fetch`` for nodes without internet.
+Apptainer (the sites' `singularity` module), the image's ENTRYPOINT, horovodrun in the image and ``--fetch`` for nodes without internet.
 
 Stand-ins only where the real thing is not here: conda (no Debian or PyPI package: a script that answers
 ``conda shell.bash hook`` and ``conda activate`` as conda does) and horovodrun inside the busybox image (Horovod
@@ -248,7 +248,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def entry_sif(podman: Any, busybox_image: str, folder: Path) -> Iterator[Path]:
     """busybox with an ENTRYPOINT that sets a variable and execs its arguments, and a stand-in horovodrun, as a
-    .sif singularity 3.4.2 reads (gzip)."""
+    .sif every singularity 3.x reads (gzip)."""
     import docker
 
     client = docker.from_env()
@@ -272,26 +272,26 @@ def entry_sif(podman: Any, busybox_image: str, folder: Path) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="module")
-def sites(folder: Path, slurm: Any, singularity: Any) -> Path:
-    """twnia2 and tara as this machine runs them (partition multi, SingularityCE 3.4.2 through their modules)."""
+def sites(folder: Path, slurm: Any, apptainer: Any) -> Path:
+    """twnia2 and tara as this machine runs them (partition multi, Apptainer through their singularity modules)."""
     for name in ("twnia2", "tara"):
         site_for_this_machine(name, folder, slurm.cpus)
     return folder / "sites"
 
 
-def _singularity_launch(sites: Path, singularity: Any, where: Path, monkeypatch: pytest.MonkeyPatch,
+def _singularity_launch(sites: Path, apptainer: Any, where: Path, monkeypatch: pytest.MonkeyPatch,
                         capsys: pytest.CaptureFixture[str], site: str, *args: str) -> tuple[int, dict[str, Any]]:
     monkeypatch.setenv("CKIT_SITES_PATH", str(sites))
     account = {"twnia2": "P1", "tara": "proj0001"}[site]
-    return _launch(where, monkeypatch, capsys, "--account", account, "--env", f"MODULEPATH={singularity.modulefiles}",
+    return _launch(where, monkeypatch, capsys, "--account", account, "--env", f"MODULEPATH={apptainer.modulefiles}",
                    *args, site=site)
 
 
-def test_the_entrypoint_runs_before_the_command(sites, singularity, entry_sif, tmp_path, monkeypatch, capsys):
+def test_the_entrypoint_runs_before_the_command(sites, apptainer, entry_sif, tmp_path, monkeypatch, capsys):
     """Seed 000 runs ``singularity run``: the image's ENTRYPOINT first (the program sees what it set); the
     arguments still reach the program as written."""
     tmp_path.chmod(0o755)
-    rc, data = _singularity_launch(sites, singularity, tmp_path, monkeypatch, capsys, "twnia2", "-N", "2",
+    rc, data = _singularity_launch(sites, apptainer, tmp_path, monkeypatch, capsys, "twnia2", "-N", "2",
                                    "--image", str(entry_sif), "--framework", "ddp", "--",
                                    "sh", "-c", 'echo "ENTRY $$0 [$$1] [$$CKIT_ENTRYPOINT_RAN] $$RANK"',
                                    "$$(touch pwned) *", "a b")
@@ -302,10 +302,10 @@ def test_the_entrypoint_runs_before_the_command(sites, singularity, entry_sif, t
     assert not list(tmp_path.glob("pwned"))
 
 
-def test_horovodrun_runs_in_the_image(sites, singularity, entry_sif, tmp_path, monkeypatch, capsys):
+def test_horovodrun_runs_in_the_image(sites, apptainer, entry_sif, tmp_path, monkeypatch, capsys):
     """twnia2 has Horovod only in its images: horovodrun (a stand-in here) runs in the container, on one node."""
     tmp_path.chmod(0o755)
-    rc, data = _singularity_launch(sites, singularity, tmp_path, monkeypatch, capsys, "twnia2", "--image",
+    rc, data = _singularity_launch(sites, apptainer, tmp_path, monkeypatch, capsys, "twnia2", "--image",
                                    str(entry_sif), "--framework", "horovod", "--launcher", "horovodrun",
                                    "--devices-per-node", "2", "--", "sh", "-c", 'echo "RANK $$HOROVOD_RANK"')
     text = _log(tmp_path, data)
@@ -335,17 +335,17 @@ def dataset_server(tmp_path: Path) -> Iterator[str]:
         server.server_close()
 
 
-def test_fetch_downloads_here_for_nodes_without_internet(sites, singularity, entry_sif, dataset_server, tmp_path,
+def test_fetch_downloads_here_for_nodes_without_internet(sites, apptainer, entry_sif, dataset_server, tmp_path,
                                                          monkeypatch, capsys):
     """Seed 004: tara's compute nodes cannot download; the download runs here first, in the image."""
     job_dir = tmp_path / "job"
     job_dir.mkdir(mode=0o755)
     tmp_path.chmod(0o755)
-    rc, offline = _singularity_launch(sites, singularity, job_dir, monkeypatch, capsys, "tara", "--image",
+    rc, offline = _singularity_launch(sites, apptainer, job_dir, monkeypatch, capsys, "tara", "--image",
                                       str(entry_sif), "--", "wget", "-q", "-T", "3", "-O", "data/mnist.npz",
                                       dataset_server)
     assert rc != 0 and not (job_dir / "data" / "mnist.npz").exists()  # the node cannot reach it
-    rc, data = _singularity_launch(sites, singularity, job_dir, monkeypatch, capsys, "tara", "-N", "2", "--image",
+    rc, data = _singularity_launch(sites, apptainer, job_dir, monkeypatch, capsys, "tara", "-N", "2", "--image",
                                    str(entry_sif), "--fetch", f"mkdir -p data && wget -q -O data/mnist.npz {dataset_server}",
                                    "--", "sh", "-c", 'echo "READ $$(hostname) $$(wc -c < data/mnist.npz) $$CKIT_ENTRYPOINT_RAN"')
     text = _log(job_dir, data)

@@ -1,7 +1,7 @@
 """Arguments reach the program verbatim through every runtime: ``$(…)``, quotes, spaces, globs (Charliecloud's
 ``ch-run`` too: its ``--`` hands them to the program as they are).
 
-Singularity is the real SingularityCE 3.4.2 (tests/infra/singularity.py) running a SIF ``ckit convert`` wrote;
+Singularity is the real Apptainer (tests/infra/apptainer.py, as `singularity`) running a SIF ``ckit convert`` wrote;
 the job scripts are written and submitted by ``ckit launch`` on the real Slurm. ``singularity run`` would hand
 the arguments to the runscript, which evaluates them (apptainer's semantics): the last tests show that is what
 ckit's launch no longer does.
@@ -40,11 +40,11 @@ def busybox_sif(podman, busybox_image, tmp_path_factory) -> Path:  # type: ignor
 
 
 @pytest.fixture
-def lab(singularity, tmp_path, monkeypatch) -> Path:  # type: ignore[no-untyped-def]
+def lab(apptainer, tmp_path, monkeypatch) -> Path:  # type: ignore[no-untyped-def]
     """The lab site, and the real singularity on PATH (the jobs inherit it)."""
     (tmp_path / "sites").mkdir()
     (tmp_path / "sites" / "lab.yaml").write_text(SITE)
-    monkeypatch.setenv("PATH", f"{singularity.bin_dir}:/usr/bin:/bin:/usr/sbin:/sbin")
+    monkeypatch.setenv("PATH", f"{apptainer.bin_dir}:/usr/bin:/bin:/usr/sbin:/sbin")
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -83,10 +83,10 @@ def test_none_podman_and_charliecloud_pass_arguments_verbatim(slurm, podman, bus
     assert not list(tmp_path.glob("pwned*"))
 
 
-def test_the_runscript_would_have_evaluated_them(singularity, busybox_sif, tmp_path):
+def test_the_runscript_would_have_evaluated_them(apptainer, busybox_sif, tmp_path):
     """What `singularity run` did before: the SIF's runscript evaluates its arguments (apptainer's semantics)."""
     def action(name: str) -> str:
-        return singularity(name, str(busybox_sif), "printf", "%s|", "$(echo EVALUATED)", cwd=tmp_path).stdout
+        return apptainer(name, str(busybox_sif), "printf", "%s|", "$(echo EVALUATED)", cwd=tmp_path).stdout
 
     assert action("run") == "EVALUATED|"
     assert action("exec") == "$(echo EVALUATED)|"

@@ -12,6 +12,7 @@ from buildkit.registry.distribution.client import RegistryClient
 from buildkit.registry.distribution.reference import parse
 from buildkit.registry.transfer.artifacts import SIF, SQSH
 from tests.integration.registry_helpers import blob_file, ckit, fake_sif, fake_sqsh, unique_repo
+from tests.testdata import sif_dir
 
 
 def test_sif_push_pull_round_trip_with_media_types_and_annotations(registry, tmp_path: Path) -> None:
@@ -225,7 +226,7 @@ def test_stage_to_a_sites_shared_image_folder(registry, tmp_path: Path, monkeypa
     sites_dir.mkdir()
     (sites_dir / "stagetest.yaml").write_text(yaml.safe_dump(profile))
     sif = tmp_path / "site.sif"  # a real SIF: stage checks that the site's apptainer reads its squashfs
-    sif.write_bytes((Path(__file__).resolve().parents[1] / "data" / "sif" / "busybox_amd64.sif").read_bytes())
+    sif.write_bytes((sif_dir() / "busybox_amd64.sif").read_bytes())
     ref = f"{registry.host}/{unique_repo()}:v1"
     assert ckit("push", str(sif), ref).returncode == 0
     staged = ckit("--sites", str(sites_dir), "stage", ref, "--site", "stagetest", env={"USER": "alice"})

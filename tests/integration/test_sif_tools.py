@@ -10,9 +10,10 @@ import pytest
 from buildkit import process
 from buildkit.image.sif import text as T
 from buildkit.image.sif import write as S
+from tests.testdata import sif_dir
 
 pytestmark = pytest.mark.integration
-DATA = Path(__file__).parent.parent / "data" / "sif"
+DATA = sif_dir()
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """The Singularity sites' job scripts, run for real: twnia2, tara and neuron (their profiles with this machine's
-partitions, GPUs, folders and SingularityCE 3.4.2: singularity_helpers.site_for_this_machine) write a 2-node job
+partitions, GPUs and folders, run by Apptainer: singularity_helpers.site_for_this_machine) write a 2-node job
 that ``ckit launch`` submits to the test Slurm (partition multi: n1 and n2), and every task runs in the real
 ``singularity`` the site's module puts on PATH.
 
@@ -40,7 +40,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="module")
-def env(folder: Path, slurm: Any, podman: Any, singularity: Any) -> dict[str, str]:
+def env(folder: Path, slurm: Any, podman: Any, apptainer: Any) -> dict[str, str]:
     sites = sites_for_this_machine(folder, slurm.cpus)
     return {"CKIT_CACHE_DIR": str(folder / "cache"), "CKIT_SITES_PATH": str(sites), "USER": getpass.getuser(),
             "CKIT_RECIPES_PATH": str(RECIPES)}
@@ -88,11 +88,11 @@ def _submit_folder(folder: Path, site: str, framework: str) -> Path:
 
 @pytest.mark.parametrize(("site", "framework"), list(MATRIX), ids=[f"{s}-{f}-{MATRIX[s, f]}" for s, f in MATRIX])
 def test_the_sites_script_runs_in_singularity(site: str, framework: str, sifs: dict[str, str], env: dict[str, str],
-                                              folder: Path, singularity: Any) -> None:
+                                              folder: Path, apptainer: Any) -> None:
     source = MATRIX[site, framework]
     where = _submit_folder(folder, site, framework)
     mpi = ("--mpi", "pmix") if framework == "mpi" else ()  # Debian's Open MPI speaks PMIx only
-    job = launch(site, where, env, "--env", f"MODULEPATH={singularity.modulefiles}", "-N", "2",
+    job = launch(site, where, env, "--env", f"MODULEPATH={apptainer.modulefiles}", "-N", "2",
                  "--image", sifs[source], "--framework", framework, *mpi, "--", "python3", PROGRAMS[framework],
                  program=PROGRAMS[framework])
     assert job.returncode == 0, job.log + job.ran.stderr

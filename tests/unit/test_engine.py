@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from buildkit.daemon import fallback_sockets, server_name
-from buildkit.engine.apptainer import base_registry, build_argv, failing_section, needs_fakeroot
+from buildkit.engine.apptainer import base_registry, build_argv, failing_section, needs_fakeroot, nohttps_flag
 from buildkit.engine.base import BuildEvent, BuildFailed, context_digest
 from buildkit.engine.docker import STEP_RE, follow_build_stream
 from buildkit.engine.select import engine_names, get_engine
@@ -102,7 +102,13 @@ def test_apptainer_argv_with_and_without_fakeroot() -> None:
         "/usr/bin/apptainer", "build", "--fakeroot", "/cache/builds/abc.sif", "Singularity.def"]
     assert build_argv("singularity", out, fakeroot=False) == ["singularity", "build", "/cache/builds/abc.sif",
                                                               "Singularity.def"]
-    assert build_argv("singularity", out, fakeroot=False, nohttps=True)[2] == "--nohttps"
+    assert build_argv("singularity", out, fakeroot=False, nohttps="--nohttps")[2] == "--nohttps"
+
+
+def test_the_plain_http_flag_is_spelled_as_the_binary_lists_it() -> None:
+    """Apptainer 1.4 refuses SingularityCE 3.x's ``--nohttps``; 3.x before 3.7 knows only that one."""
+    assert nohttps_flag("      --no-https                 use http instead of https for docker://") == "--no-https"
+    assert nohttps_flag("      --nohttps   do NOT use HTTPS with the docker:// transport") == "--nohttps"
 
 
 FULL, NO_SYS_RESOURCE = "CapBnd:\t000001ffffffffff\n", "CapBnd:\t000001fffeffffff\n"  # bit 24: CAP_SYS_RESOURCE

@@ -1,7 +1,7 @@
 """The apptainer engine's cache in the artifact store, and placing its .sif at the output (no apptainer needed).
 
 The build itself needs apptainer, which Debian 12 (and so CI) does not have; its command line is tested in
-test_engine.py. Here a real SIF written by apptainer (tests/data/sif) stands in the store as an earlier build.
+test_engine.py. Here a real SIF written by apptainer (../shared/testdata/sif) stands in the store as an earlier build.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from buildkit.orchestration.build import execute, plan_build
 from buildkit.recipe.catalog import Catalog
 from buildkit.render.context import build_context
 from buildkit.storage.store import Store
+from tests.testdata import sif_dir
 
-REAL_SIF = Path(__file__).resolve().parents[1] / "data" / "sif" / "busybox_amd64.sif"
+REAL_SIF = sif_dir() / "busybox_amd64.sif"
 
 
 def publish(store: Store, build_key: str, source: Path) -> Path:

@@ -34,7 +34,9 @@ def test_nccl_tests_gives_each_task_its_share_of_the_gpus():
 def test_horovodrun_runs_in_the_image_on_one_node():
     script = _script("twnia2", account="P", framework="horovod", launcher="horovodrun", image="/w/hvd.sif")
     last = script.rstrip().splitlines()[-1]
-    assert last.startswith('srun --kill-on-bad-exit=1 --export=ALL --nodes=1 --ntasks=1 singularity exec --nv '
+    assert last.startswith('srun --kill-on-bad-exit=1 --export=ALL --nodes=1 --ntasks=1 env ')
+    last = last.split(" singularity ", 1)[1]
+    assert last.startswith('exec --nv '
                            '"${CKIT_IMAGE}" /bin/sh -c "${ckit_entry}" ckit-entrypoint horovodrun -np')
     assert "-H localhost:8 python x.py" in last
     with pytest.raises(ConfigError, match="cannot start containers on the other 1 node") as err:

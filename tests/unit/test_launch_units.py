@@ -40,8 +40,11 @@ def test_seed000_twnia2_same_resources_runtime_and_env():
     assert "export TF_ENABLE_AUTO_MIXED_PRECISION='1'" in script and "export NCCL_DEBUG='INFO'" in script
     # exec, not run: the SIF's runscript would re-evaluate the arguments; the ENTRYPOINT that run starts is
     # started by the task itself (ckit_entry); no --mpi (the guide shows none)
-    assert 'srun --kill-on-bad-exit=1 --export=ALL singularity exec --nv "${CKIT_IMAGE}" /bin/sh -c "${ckit_entry}" ' \
-           "ckit-entrypoint python pytorch_synthetic_benchmark.py --batch-size 256" in script
+    # the job's variables go in by the prefixed names, which win over the image's ENV of the same name
+    env = " ".join(f'{p}ENV_{n}="${{{n}}}"' for n in ("NCCL_DEBUG", "TF_ENABLE_AUTO_MIXED_PRECISION", "CKIT_HOSTS")
+                   for p in ("SINGULARITY", "APPTAINER"))
+    assert f'srun --kill-on-bad-exit=1 --export=ALL env {env} singularity exec --nv "${{CKIT_IMAGE}}" ' \
+           '/bin/sh -c "${ckit_entry}" ckit-entrypoint python pytorch_synthetic_benchmark.py --batch-size 256' in script
     assert "export CKIT_IMAGE=/work/TWCC_cntr/pytorch_20.09-py3_horovod.sif" in script
 
 

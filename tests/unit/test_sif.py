@@ -1,4 +1,4 @@
-"""SIF reader and writer against the reference files (tests/data/sif, see its README)."""
+"""SIF reader and writer against the reference files (../shared/testdata/sif, see its README)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import pytest
 
 from buildkit.errors import ConvertError
 from buildkit.image.sif import write as S
+from tests.testdata import sif_dir
 
-DATA = Path(__file__).parent.parent / "data" / "sif"
+DATA = sif_dir()
 SYLABS = DATA / "sylabs"
 ALL_SIFS = sorted(DATA.rglob("*.sif"))
 LEGACY = {"busybox_amd64.sif", "busybox_arm64.sif", "busybox_ppc64le.sif", "one-group-signed-legacy-all.sif",

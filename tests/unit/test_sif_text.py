@@ -1,4 +1,4 @@
-"""ckit's SIF text reports match the reference siftool's own goldens (tests/data/sif/sylabs/siftool-expected)."""
+"""ckit's SIF text reports match the reference siftool's own goldens (../shared/testdata/sif/sylabs/siftool-expected)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import pytest
 
 from buildkit.image.sif import text as T
 from buildkit.image.sif import write as S
+from tests.testdata import sif_dir
 
-SYLABS = Path(__file__).parent.parent / "data" / "sif" / "sylabs"
+SYLABS = sif_dir() / "sylabs"
 EXPECTED = SYLABS / "siftool-expected"
 
 

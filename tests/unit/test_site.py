@@ -125,5 +125,6 @@ def test_user_site_with_apptainer_through_the_cli(tmp_path, capsys):
                "--dry-run", "--", "python", "t.py"])
     out = capsys.readouterr().out
     assert rc == 0 and "module purge\nmodule load apptainer/1.2.5\n" in out
-    assert out.splitlines()[-1].startswith('srun --kill-on-bad-exit=1 --export=ALL apptainer exec --nv "${CKIT_IMAGE}" '
-                                           "sh -c ")
+    last = out.splitlines()[-1]
+    assert last.startswith('srun --kill-on-bad-exit=1 --export=ALL env APPTAINERENV_MASTER_ADDR="${MASTER_ADDR}" ')
+    assert "SINGULARITYENV_" not in last and ' apptainer exec --nv "${CKIT_IMAGE}" sh -c ' in last

@@ -16,8 +16,9 @@ from buildkit.launch.plan import LaunchRequest, plan_launch
 from buildkit.launch.schedulers.slurm import render_sbatch
 from buildkit.site import load_site
 from buildkit.site.compat import SIF_LAYER_PROTO, SIF_LAYER_V1, parse_version, sif_reads
+from tests.testdata import sif_dir
 
-REAL_SIF = Path(__file__).resolve().parents[1] / "data" / "sif" / "busybox_amd64.sif"  # gzip, Singularity 3.8.1
+REAL_SIF = sif_dir() / "busybox_amd64.sif"  # gzip, Singularity 3.8.1
 
 SITE = """name: mine
 description: test site

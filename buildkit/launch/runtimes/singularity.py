@@ -14,6 +14,12 @@ silently and with exit 0 (a failed chdir falls back); Apptainer refuses it. So a
 ``--workdir`` changes into the folder itself through the container's ``/bin/sh`` (which SingularityCE's own exec
 action script needs anyway) and fails with exit 2, naming the folder, when it is not there. ckit does not create
 it: a mistyped folder would otherwise quietly collect the job's results.
+
+The job's variables reach the container as ``SINGULARITYENV_NAME`` / ``APPTAINERENV_NAME``, not only through the
+host environment: Apptainer and SingularityCE >= 3.6 let the image's ENV win over a host variable of the same name,
+so ``--env PATH=…`` or a ``MASTER_PORT`` the image also sets would otherwise be lost silently (the prefixed form
+wins over both). A ``singularity`` site may run Apptainer under that name: its tasks get both spellings, with one
+value, which Apptainer takes without a word.
 """
 
 from __future__ import annotations
@@ -52,8 +58,12 @@ class Singularity(RuntimeBackend):
             return q(f"docker://{plan.image.value}")
         return super().image_word(plan)
 
+    env_prefixes: tuple[str, ...] = ("SINGULARITYENV_", "APPTAINERENV_")
+
     def task_words(self, plan: LaunchPlan, exports: Sequence[str], tty: bool = False) -> list[str]:
-        words = [q(plan.runtime.command or self.name), "exec", *(q(f) for f in plan.runtime.flags)]
+        forced = [f'{prefix}{name}="${{{name}}}"' for name in exports for prefix in self.env_prefixes]
+        words = [*(["env", *forced] if forced else []), q(plan.runtime.command or self.name), "exec",
+                 *(q(f) for f in plan.runtime.flags)]
         if plan.gpus_per_node:
             words.append("--nv")
         for mount in mount_words(plan):
@@ -83,6 +93,7 @@ class Apptainer(Singularity):
     summary = "apptainer exec of a .sif (or docker://REF) in each task"
     order = 11
     checks_workdir = False  # apptainer exec --pwd fails by itself when the folder is missing
+    env_prefixes = ("APPTAINERENV_",)
 
 
 BACKENDS = (Singularity(), Apptainer())
