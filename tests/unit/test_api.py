@@ -173,3 +173,25 @@ def test_executor_and_request_take_memory_as_sbatch_does(tmp_path):
         ckit.plan_launch("local", ckit.LaunchRequest(command=("x",), mem="1G", mem_per_cpu="1G"))
     with pytest.raises(ckit.ConfigError, match="--mem '10 G' is not an amount of memory"):
         ckit.plan_launch("local", ckit.LaunchRequest(command=("x",), mem="10 G"))
+
+
+@pytest.mark.parametrize(("env", "names"), [
+    ({"SBATCH_TIMELIMIT": "soon"}, ("env SBATCH_TIMELIMIT (the default of --time) 'soon' is not a Slurm time",
+                                    "unset it (env SBATCH_TIMELIMIT), or give --time")),
+    ({"SBATCH_PARTITION": "a b"}, ("env SBATCH_PARTITION (the default of --partition) 'a b'", "give --partition")),
+    ({"CKIT_SITE": "nosuch"}, ("unknown site 'nosuch' (the default site, from env CKIT_SITE)",
+                               "fix env CKIT_SITE or give --site")),
+])
+def test_a_bad_default_names_the_variable_it_came_from(tmp_path, env, names):
+    from buildkit.config.user import load
+
+    defaults = load({"CKIT_SITE": "local", **env, "XDG_CONFIG_HOME": str(tmp_path)})
+    with pytest.raises(ckit.ConfigError) as err:
+        ckit.plan_launch(None, ckit.LaunchRequest(command=("x",), runtime="none"), defaults=defaults)
+    assert names[0] in err.value.message and names[1] in (err.value.hint or "")
+
+
+def test_the_dry_run_shows_the_fetch_lines():
+    plan = ckit.plan_launch("local", ckit.LaunchRequest(command=("x",), image="/tmp/x.sqsh", runtime="charliecloud",
+                                                        fetch=("pip download -d wheels torch",)))
+    assert "# --fetch, run here in the image before sbatch: pip download -d wheels torch\n" in ckit.render(plan)

@@ -126,6 +126,8 @@ def header(plan: LaunchPlan) -> list[str]:
             + (f" ({plan.launcher})" if plan.launcher else "")
             + f", runtime {plan.runtime.kind}, image {image!r}".replace("\n", " "),
             f"# {runs(plan)}",
+            # what ckit runs on this machine first (not part of the job): a dry run shows it too
+            *(f"# --fetch, run here in the image before sbatch: {line}" for line in plan.request.fetch),
             "set -euo pipefail", ""]
 
 
