@@ -21,12 +21,25 @@ if TYPE_CHECKING:
 
 def _prepare(stack: str, *, engine: str, to: str | None, sets: Sequence[str], ngc: str | None,
              output: str | Path, tag: str | None, lock_file: str | Path | None, dry_run: bool,
-             recipes: Folders, no_cache: bool = False, pull: bool = False) -> Prepared:
+             recipes: Folders, no_cache: bool = False, pull: bool = False, site: str | Site | None = None
+             ) -> Prepared:
+    from dataclasses import replace
+
     from ..orchestration import build as builder
 
-    return builder.prepare(stack, sets=list(sets), ngc=ngc, engine_name=engine, to=to, output_dir=Path(output),
-                           tag=tag, lock_file=Path(lock_file) if lock_file is not None else None, dry_run=dry_run,
-                           recipes_dirs=folders(recipes), no_cache=no_cache, pull=pull)
+    prepared = builder.prepare(stack, sets=list(sets), ngc=ngc, engine_name=engine, to=to, output_dir=Path(output),
+                               tag=tag, lock_file=Path(lock_file) if lock_file is not None else None,
+                               dry_run=dry_run, recipes_dirs=folders(recipes), no_cache=no_cache, pull=pull)
+    # the options a hint's proposed `ckit build` line repeats (it changes only --set and --locked)
+    options = [*(["--engine", engine] if engine != "auto" else []), *(["--to", to] if to else []),
+               *(["-o", str(output)] if str(output) != "." else []), *(["--tag", tag] if tag else []),
+               *(["--lock-file", str(lock_file)] if lock_file is not None and str(lock_file) != "ckit.lock" else []),
+               *(["--no-cache"] if no_cache else []), *(["--pull"] if pull else []),
+               *(["--site", site] if isinstance(site, str) else [])]
+    plan = prepared.plan
+    if plan.source is None or not options:
+        return prepared
+    return replace(prepared, plan=replace(plan, source=replace(plan.source, options=tuple(options))))
 
 
 def plan_build(stack: str, *, engine: str = "auto", to: str | None = None, sets: Sequence[str] = (),
@@ -79,7 +92,7 @@ def build(stack: str, *, engine: str = "auto", to: str | None = None, sets: Sequ
 
     profile = site_profile(site, sites)
     prepared = _prepare(stack, engine=engine, to=to, sets=sets, ngc=ngc, output=output, tag=tag,
-                        lock_file=lock_file, dry_run=False, recipes=recipes, no_cache=no_cache, pull=pull)
+                        lock_file=lock_file, dry_run=False, recipes=recipes, no_cache=no_cache, pull=pull, site=site)
     on_phase(f"engine: {prepared.plan.engine_reason}")
     line: Callable[[BuildEvent], None] = (lambda event: on_log(event.line)) if on_log else (lambda event: None)
     try:
