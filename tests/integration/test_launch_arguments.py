@@ -5,6 +5,7 @@ for (one task, no GPUs) on a profile whose partition has GPUs."""
 
 from __future__ import annotations
 
+import operator
 import sys
 from pathlib import Path
 
@@ -27,7 +28,7 @@ def test_everyday_lines_reach_the_program_as_written(slurm, tmp_path, monkeypatc
     rc, data = _launch(tmp_path, monkeypatch, capsys, "--runtime", "none", "--", "awk", "{print $1}", "f")
     assert rc == 0 and _log(tmp_path, data) == "a\nc\n", _log(tmp_path, data)
     rc, data = _launch(tmp_path, monkeypatch, capsys, "--runtime", "none", "--", "sh", "-c",
-                       'cd /tmp && echo "$(pwd) ${X:-default} $? `echo tick` price=$$5"')
+                       'cd /tmp && echo "$(pwd) ${X:-default} $? `echo tick` price=\\$$5"')
     assert rc == 0 and _log(tmp_path, data) == "/tmp default 0 tick price=$5\n", _log(tmp_path, data)
 
 
@@ -50,10 +51,6 @@ def test_a_command_without_a_framework_runs_once_per_node(slurm, tmp_path, monke
     assert "# sh runs 2×: 1 per node on 2 nodes\n" in (tmp_path / "g.sbatch").read_text()
 
 
-def add(a: int, b: int) -> int:
-    return a + b
-
-
 @pytest.fixture
 def gpu_profile(tmp_path: Path) -> Path:
     """The local site with 2 GPUs a node claimed for partition debug (as neuron's cas_v100_2 has): a job that
@@ -71,7 +68,7 @@ def test_the_guides_first_submitit_example_runs_as_written(slurm, gpu_profile, t
                              sites=[gpu_profile], cwd=tmp_path)
     executor.update_parameters(partition="debug", timeout_min=5)
     assert (executor.plan().total_tasks, executor.plan().gpus_per_node) == (1, 0)
-    job = executor.submit(add, 5, 7)
+    job = executor.submit(operator.add, 5, 7)  # the guide's add(), importable on the node as it is
     assert job.result() == 12
 
 
