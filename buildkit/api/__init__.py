@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from ._cache import CacheListing, cache_ls, cache_prune
     from ._cluster import detect_site, doctor, doctor_checks
     from ._executor import Executor, FunctionJob
-    from ._images import build, convert, inspect, plan_build
+    from ._images import build, convert, convert_many, inspect, plan_build
     from ._jobs import Job, cancel, follow, jobs, log_files, logs
     from ._launch import (
         NcclCheck,
@@ -77,7 +77,7 @@ if TYPE_CHECKING:
     from ._sites import site, sites
 
 _EXPORTS: dict[str, str] = {
-    **dict.fromkeys(("build", "plan_build", "convert", "inspect"), "._images"),
+    **dict.fromkeys(("build", "plan_build", "convert", "convert_many", "inspect"), "._images"),
     **dict.fromkeys(("push", "plan_push", "pull", "PullResult", "lock", "stage", "plan_stage", "login", "logout",
                      "LoginResult"), "._registry"),
     **dict.fromkeys(("plan_launch", "render", "execute", "launch", "submit", "shell", "shell_command",
@@ -107,8 +107,8 @@ __all__ = ["BuildError", "BuildPlan", "BuildResult", "CacheListing", "CancelResu
            "LaunchError", "LaunchPlan", "LaunchRequest", "LaunchResult", "LogPiece", "LogText",
            "LoginResult", "Meter", "NcclCheck", "PolicyError", "PullResult", "PushOutcome", "PushPlan",
            "RegistryError", "Rendered", "Reporter", "ShellCommand", "Site", "StagePlan", "StageResult",
-           "backends", "build", "cache_ls", "cache_prune", "cancel", "convert", "detect_site", "doctor",
-           "doctor_checks", "env_pairs", "execute",
+           "backends", "build", "cache_ls", "cache_prune", "cancel", "convert", "convert_many", "detect_site",
+           "doctor", "doctor_checks", "env_pairs", "execute",
            "follow", "inspect", "jobs", "launch", "lock", "log_files", "login", "logout", "logs",
            "nccl_report", "plan_build", "plan_launch", "plan_push", "plan_stage", "pull", "push", "recipes",
            "render", "render_recipe", "shell", "shell_command", "show", "site", "sites", "stage", "submit"]

@@ -46,7 +46,7 @@ except ImportError as err:  # an optional extra
 R = TypeVar("R")
 MATCHED = ("submitit", "cloudpickle")  # what must be the same version on both sides of the pickle
 _OWN = ("command", "output", "error")  # set by the executor, not by update_parameters
-_ALIASES = {"timeout_min": "time", "job_name": "name", "ntasks_per_node": "tasks_per_node"}
+_ALIASES = {"timeout_min": "time", "job_name": "name", "ntasks_per_node": "tasks_per_node", "mem_gb": "mem"}
 # Runs in the image's Python (any 3.x): each task's output to submitit's per-task logs, the versions
 # checked (a mismatch becomes the task's result, so job.result() raises it), then submitit's own task runner.
 BOOTSTRAP = """\
@@ -237,8 +237,9 @@ class Executor(core.PicklingExecutor):
         cloudpickle differ from this Python's.
 
     ``update_parameters`` takes :class:`~buildkit.launch.plan.LaunchRequest`'s fields (``nodes``,
-    ``tasks_per_node``, ``partition``, ``time``, ``env``, ``mounts``…), submitit's ``timeout_min``,
-    ``name``/``job_name`` and ``ntasks_per_node``, and ``slurm_``-prefixed names.
+    ``tasks_per_node``, ``gpus_per_node``, ``cpus_per_task``, ``mem``, ``partition``, ``time``, ``env``,
+    ``mounts``…), submitit's ``timeout_min``, ``mem_gb``, ``name``/``job_name`` and ``ntasks_per_node``, and
+    ``slurm_``-prefixed names. As in submitit, a job is one task without GPUs until they are asked for.
     """
 
     job_class = FunctionJob
@@ -251,8 +252,9 @@ class Executor(core.PicklingExecutor):
         self.site = required_site(site, sites)
         self.python, self.check_image = python, check_image
         self.cwd = Path(cwd).absolute() if cwd is not None else Path.cwd()
+        # submitit's defaults: one task, no GPUs, whatever the framework or the partition would take
         self.request = LaunchRequest(command=(), image=image, runtime=runtime, framework=framework,
-                                     name="submitit")
+                                     name="submitit", tasks_per_node=1, gpus_per_node=0)
         self._checked: set[str] = set()
 
     @classmethod
@@ -346,6 +348,8 @@ def _value(name: str, value: Any) -> Any:
 
     if name == "time" and isinstance(value, (int, float)):
         return f"{int(value)}"
+    if name == "mem" and isinstance(value, (int, float)) and not isinstance(value, bool):  # submitit's mem_gb
+        return f"{max(round(value * 1024), 1)}M"
     if name == "env":
         return env_pairs(value)
     if name in ("mounts", "modules", "pre") and isinstance(value, (list, tuple)):

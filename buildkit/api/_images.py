@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -11,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import BuildError
 from ..progress import Reporter
 from ._common import Folders, Log, folders, quiet, reporter, site_profile
-from ._outputs import cap_store
+from ._outputs import cap_store, drop_older_builds
 
 if TYPE_CHECKING:
     from ..engine.base import BuildFailed
@@ -22,12 +21,25 @@ if TYPE_CHECKING:
 
 def _prepare(stack: str, *, engine: str, to: str | None, sets: Sequence[str], ngc: str | None,
              output: str | Path, tag: str | None, lock_file: str | Path | None, dry_run: bool,
-             recipes: Folders, no_cache: bool = False, pull: bool = False) -> Prepared:
+             recipes: Folders, no_cache: bool = False, pull: bool = False, site: str | Site | None = None
+             ) -> Prepared:
+    from dataclasses import replace
+
     from ..orchestration import build as builder
 
-    return builder.prepare(stack, sets=list(sets), ngc=ngc, engine_name=engine, to=to, output_dir=Path(output),
-                           tag=tag, lock_file=Path(lock_file) if lock_file is not None else None, dry_run=dry_run,
-                           recipes_dirs=folders(recipes), no_cache=no_cache, pull=pull)
+    prepared = builder.prepare(stack, sets=list(sets), ngc=ngc, engine_name=engine, to=to, output_dir=Path(output),
+                               tag=tag, lock_file=Path(lock_file) if lock_file is not None else None,
+                               dry_run=dry_run, recipes_dirs=folders(recipes), no_cache=no_cache, pull=pull)
+    # the options a hint's proposed `ckit build` line repeats (it changes only --set and --locked)
+    options = [*(["--engine", engine] if engine != "auto" else []), *(["--to", to] if to else []),
+               *(["-o", str(output)] if str(output) != "." else []), *(["--tag", tag] if tag else []),
+               *(["--lock-file", str(lock_file)] if lock_file is not None and str(lock_file) != "ckit.lock" else []),
+               *(["--no-cache"] if no_cache else []), *(["--pull"] if pull else []),
+               *(["--site", site] if isinstance(site, str) else [])]
+    plan = prepared.plan
+    if plan.source is None or not options:
+        return prepared
+    return replace(prepared, plan=replace(plan, source=replace(plan.source, options=tuple(options))))
 
 
 def plan_build(stack: str, *, engine: str = "auto", to: str | None = None, sets: Sequence[str] = (),
@@ -80,7 +92,7 @@ def build(stack: str, *, engine: str = "auto", to: str | None = None, sets: Sequ
 
     profile = site_profile(site, sites)
     prepared = _prepare(stack, engine=engine, to=to, sets=sets, ngc=ngc, output=output, tag=tag,
-                        lock_file=lock_file, dry_run=False, recipes=recipes, no_cache=no_cache, pull=pull)
+                        lock_file=lock_file, dry_run=False, recipes=recipes, no_cache=no_cache, pull=pull, site=site)
     on_phase(f"engine: {prepared.plan.engine_reason}")
     line: Callable[[BuildEvent], None] = (lambda event: on_log(event.line)) if on_log else (lambda event: None)
     try:
@@ -88,6 +100,11 @@ def build(stack: str, *, engine: str = "auto", to: str | None = None, sets: Sequ
                                  on_phase=on_phase, progress=reporter(progress), site=profile)
     except BuildFailed as err:
         raise build_failure(err, prepared.plan.stack, log_shown=on_log is not None) from err
+    files = [a for a in result.artifacts if a.kind != "image"]
+    dropped = drop_older_builds(prepared.plan.stack, [Path(a.location) for a in files], on_phase)
+    for artifact in files:
+        if Path(artifact.location) in dropped:
+            artifact.extra["replaced"] = dropped[Path(artifact.location)]
     cap_store(max_size, [Path(a.location) for a in result.artifacts if a.kind != "image"])
     return result
 
@@ -119,10 +136,11 @@ def convert(source: str, to: str, *, output: str | Path | None = None, compress:
 
     :param source: the image: ``docker://REF``, ``docker-daemon:REF``, ``docker-archive:FILE``, ``oci:DIR``,
         ``oci-archive:FILE``, or a stack's tag.
-    :param to: ``sif`` or ``sqsh``.
-    :param output: also write the artifact here (atomically; a file there is replaced); a folder: the artifact is
-        written into it under the name :func:`output_name` gives (``ubuntu_22.04.sif``), which is never replaced
-        unless it is this very artifact already; None: the store's copy only.
+    :param to: ``sif`` or ``sqsh`` (:func:`convert_many` takes both).
+    :param output: also write the artifact here (atomically; a file there is replaced); a folder (one that
+        exists, or a path ending in ``/``, made when missing): the artifact is written into it under the name
+        :func:`output_name` gives (``ubuntu_22.04.sif``), which is never replaced unless it is this very
+        artifact already; None: the store's copy only.
     :param compress: ``ALGO[:LEVEL]`` (zstd, gzip, xz); default: one the target (and ``site``) reads.
     :param site: pick a compression this site's kernel mounts and its Singularity reads.
     :param insecure: plain http, no TLS verification (a registry source).
@@ -131,21 +149,33 @@ def convert(source: str, to: str, *, output: str | Path | None = None, compress:
         (:mod:`buildkit.storage.personal`; never this one, nor one in use).
     :returns: the artifact (:meth:`ConvertResult.as_json` is ``ckit convert --json`` without ``source``).
     """
+    return convert_many(source, [to], output=output, compress=compress, site=site, insecure=insecure,
+                        ca_file=ca_file, sites=sites, progress=progress, max_size=max_size)[0]
+
+
+def convert_many(source: str, targets: Sequence[str], *, output: str | Path | None = None,
+                 compress: str | None = None, site: str | Site | None = None, insecure: bool = False,
+                 ca_file: str | Path | None = None, sites: Folders = (), progress: Reporter | None = None,
+                 max_size: int | None = None) -> list[ConvertResult]:
+    """:func:`convert` to every target (``ckit convert --to sif,sqsh``), the layers read once; ``output`` is a
+    folder then (each artifact under its own name)."""
     from dataclasses import replace
 
-    from ..image.convert import convert as run_convert
+    from ..image.convert import convert_many as run_convert
     from ..registry.source import reader
-    from ._outputs import named_output, place_named
+    from ._outputs import named_output, output_folder, place_named
 
-    # os.path.isdir: a name too long for the file system is the output guard's to refuse (exit 2), not an OSError
-    named = named_output(source, to, Path(output)) if output is not None and os.path.isdir(output) else None
-    result = run_convert(source, to, output=Path(output) if output is not None and named is None else None,
-                         compress=compress, site=site_profile(site, sites), progress=reporter(progress),
-                         registry=reader(insecure=insecure, ca_file=Path(ca_file) if ca_file else None))
-    if named is not None:
-        result = replace(result, path=place_named(result.path, named))
-    cap_store(max_size, [result.path])
-    return result
+    targets = list(dict.fromkeys(targets))
+    folder = output_folder(output, several=len(targets) > 1)
+    named = {t: named_output(source, t, folder) for t in targets} if folder is not None else {}
+    file = Path(output) if output is not None and folder is None else None
+    results = run_convert(source, [(t, file) for t in targets], compress=compress, site=site_profile(site, sites),
+                          progress=reporter(progress),
+                          registry=reader(insecure=insecure, ca_file=Path(ca_file) if ca_file else None))
+    if folder is not None:
+        results = [replace(r, path=place_named(r.path, named[r.target])) for r in results]
+    cap_store(max_size, [r.path for r in results])
+    return results
 
 
 def inspect(file: str | Path) -> dict[str, Any]:

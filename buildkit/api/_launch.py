@@ -93,8 +93,22 @@ def with_defaults(site: str | Site | None, request: LaunchRequest, defaults: Use
     if site is None:
         raise ConfigError("no site: give --site SITE, or set a default (site in the config file, or CKIT_SITE)",
                           hint="`ckit sites` lists the sites; `ckit config show` shows the config file")
-    return site, replace(request, account=request.account or defaults.account,
-                         partition=request.partition or defaults.partition, time=request.time or defaults.time)
+    taken = {name: getattr(defaults, name) for name in ("account", "partition", "time")
+             if getattr(request, name) is None and getattr(defaults, name) is not None}
+    for name, value in taken.items():  # a bad default names where it came from, not a flag that was not typed
+        _check_default(name, value, defaults.get(name).source)
+    return site, replace(request, **taken)
+
+
+def _check_default(name: str, value: str, source: str) -> None:
+    from ..launch.shell import check_sbatch_value, time_minutes
+
+    where = f"{source} (the default of --{name})"
+    fix = f"; fix it or unset it ({source}), or give --{name}"
+    try:
+        time_minutes(value, where) if name == "time" else check_sbatch_value(where, value)
+    except ConfigError as err:
+        raise ConfigError(err.message, hint=(err.hint or "").replace(where, f"--{name}") + fix) from None
 
 
 def plan_launch(site: str | Site | None, request: LaunchRequest, *, sites: Folders = (),
@@ -112,13 +126,22 @@ def plan_launch(site: str | Site | None, request: LaunchRequest, *, sites: Folde
     :returns: the plan; its ``warnings`` are what ``ckit launch`` prints as warnings.
     :raises ConfigError: a bad request; :class:`~buildkit.errors.PolicyError` a site rule it breaks (exit 2).
     """
+    from ..config.user import load
     from ..launch.plan import plan_launch as plan
     from ..launch.plan import runtime_kind
     from ._code import code_tree
 
-    site, request = with_defaults(site, request, defaults)
+    defaults = defaults if defaults is not None else load()
+    named, (site, request) = site, with_defaults(site, request, defaults)
     request = replace(request, image=local_image(request.image))
-    profile = required_site(site, sites)
+    try:
+        profile = required_site(site, sites)
+    except ConfigError as err:
+        if named is not None:
+            raise
+        source = defaults.get("site").source  # CKIT_SITE or the config file's line: the user did not type it
+        raise ConfigError(f"{err.message} (the default site, from {source})",
+                          hint=(err.hint or "") + f"; fix {source} or give --site") from None
     code = code_tree(request.code, runtime_kind(profile, request) == "none") if request.code else None
     return plan(profile, request, image_facts(request.image), code)
 

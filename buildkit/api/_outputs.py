@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -38,6 +38,27 @@ def output_name(source: str, target: str) -> str:
     return f"{name[:200]}.{target}"
 
 
+def output_folder(output: str | Path | None, *, several: bool = False) -> Path | None:
+    """The folder ``-o`` names, made when missing: one that exists, a path written with a trailing ``/``, or
+    any path when there are several artifacts; None: ``output`` names a file (or nothing)."""
+    if output is None:
+        return None
+    text = os.fspath(output)
+    # os.path.isdir: a name too long for the file system is the output guard's to refuse (exit 2), not an OSError
+    if not (text.endswith(("/", os.sep)) or os.path.isdir(text) or several):
+        return None
+    folder = Path(text)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as err:
+        raise ConfigError(f"-o {shown(text)}: {shown(err.filename or text)} is a file, not a folder",
+                          hint="give a folder (-o DIR/)" + ("" if several else " or a file name (-o FILE)")) from err
+    except OSError as err:
+        raise ConfigError(f"-o {shown(text)}: cannot make the folder: {err.strerror}",
+                          hint="give a folder you can write") from err
+    return folder
+
+
 def named_output(source: str, target: str, folder: Path) -> Path:
     """``folder``/:func:`output_name`, refused before any work when a file is there that cannot be an earlier
     copy of an artifact of the store (a hard link of one)."""
@@ -65,6 +86,36 @@ def place_named(artifact: Path, path: Path) -> Path:
             return path
         raise _exists(path)
     return export(artifact, path)
+
+
+def older_builds(stack: str, output: Path) -> list[Path]:
+    """The earlier builds of ``stack`` in the format of ``output`` that ``ckit build -o`` left in its folder
+    (``STACK-FINGERPRINT12[-locked].sif``, the same lock suffix as ``output``): regular files, not ``output``."""
+    locked = "-locked" if output.stem.endswith("-locked") else ""
+    pattern = re.compile(re.escape(stack) + r"-[0-9a-f]{12}" + re.escape(locked + output.suffix))
+    try:
+        siblings = list(output.parent.iterdir())
+    except OSError:
+        return []
+    return sorted(p for p in siblings if pattern.fullmatch(p.name) and p.name != output.name
+                  and p.is_file() and not p.is_symlink())
+
+
+def drop_older_builds(stack: str, outputs: Sequence[Path], on_phase: Callable[[str], None]) -> dict[Path, list[str]]:
+    """Remove what :func:`older_builds` finds next to each new output: one build per stack and format stays in an
+    ``-o`` folder (each edit of a recipe is a new fingerprint; the copies would pile up outside the store's cap)."""
+    dropped: dict[Path, list[str]] = {}
+    for output in outputs:
+        for old in older_builds(stack, output):
+            try:
+                size = old.stat().st_size
+                old.unlink()
+            except OSError as err:
+                on_phase(f"kept the earlier build {shown(old)}: {err.strerror}")
+                continue
+            dropped.setdefault(output, []).append(str(old))
+            on_phase(f"removed the earlier build {shown(old)} ({size / 1e6:.1f} MB): {shown(output.name)} replaces it")
+    return dropped
 
 
 def cap_store(max_size: int | None, outputs: Sequence[Path]) -> None:

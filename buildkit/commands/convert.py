@@ -14,11 +14,12 @@ from .app import SETTINGS, JsonOpt, app, emit_json, info, progress, say
 @app.command("convert")
 def convert(
     source: Annotated[str, typer.Argument(metavar="SOURCE", help="Image: " + ", ".join(SOURCE_FORMS) + ".")],
-    to: Annotated[str, typer.Option("--to", metavar="sif|sqsh", help="Target format.")],
-    output: Annotated[Path | None, typer.Option("-o", "--output", metavar="FILE|DIR", help=(
+    to: Annotated[str, typer.Option("--to", metavar="sif,sqsh", help="Target format, or both (sif,sqsh).")],
+    output: Annotated[str | None, typer.Option("-o", "--output", metavar="FILE|DIR/", help=(
         "Where the artifact goes (atomic; a FILE there is replaced). Default: the current folder, named after the "
-        "image as apptainer pull names it (ubuntu_22.04.sif); a DIR: that name in DIR. A file of that name is never "
-        "replaced: name it with -o FILE to replace it."))] = None,
+        "image as apptainer pull names it (ubuntu_22.04.sif); a DIR (one that exists, or DIR/ with its slash, "
+        "made when missing; always with two formats): that name in DIR. A file of that name is never replaced: "
+        "name it with -o FILE to replace it."))] = None,
     compress: Annotated[str | None, typer.Option("--compress", metavar="ALGO[:LEVEL]",
                                                  help="Squashfs compression: zstd, gzip, lz4 or xz, with an "
                                                       "optional level; zstd:-7..-1 are zstd's fast modes. Default: "
@@ -40,12 +41,14 @@ def convert(
     from .. import api
 
     with progress() as reporter:
-        result = api.convert(source, to, output=output or Path.cwd(), compress=compress, site=site,
-                             insecure=insecure, ca_file=ca_file, sites=SETTINGS.sites_dirs, progress=reporter,
-                             max_size=SETTINGS.store_max_size)
+        results = api.convert_many(source, [t.strip() for t in to.split(",")], output=output or Path.cwd(),
+                                   compress=compress, site=site, insecure=insecure, ca_file=ca_file,
+                                   sites=SETTINGS.sites_dirs, progress=reporter, max_size=SETTINGS.store_max_size)
     if as_json:
-        emit_json({"source": source, **result.as_json()})
+        emit_json({"source": source, **results[0].as_json()} if len(results) == 1 else
+                  {"source": source, "artifacts": [r.as_json() for r in results]})
         return
-    how = "cache hit" if result.cache_hit else f"{result.seconds:.1f} s"
-    info(f"{result.target} ({result.compression}, {result.size / 1e6:.1f} MB, {how}) from {result.source_digest}")
-    say(str(result.path))
+    for result in results:
+        how = "cache hit" if result.cache_hit else f"{result.seconds:.1f} s"
+        info(f"{result.target} ({result.compression}, {result.size / 1e6:.1f} MB, {how}) from {result.source_digest}")
+        say(str(result.path))

@@ -22,8 +22,9 @@ def launch(
     site: Annotated[str | None, Opt("--site", help=(
         "Site profile (ckit sites; default: CKIT_SITE, else site in the config file)."))] = None,
     command: Annotated[list[str] | None, typer.Argument(metavar="-- COMMAND [ARGS…]", help=(
-        "Program to run. Its words may name the job's variables ($NAME, ${NAME}: read per task where it starts; "
-        "$$ is a literal $); nothing else is evaluated."))] = None,
+        "Program to run, once per node without a framework. Its words reach it as written, except $NAME/${NAME} "
+        "naming a variable the job defines (SLURM_*, the framework's, --env names), filled in per task; $$ is a "
+        "literal $."))] = None,
     image: Annotated[str | None, Opt("--image", metavar="REF|PATH|STACK", help="Image to run.")] = None,
     framework: Annotated[str, Opt("--framework", help=frameworks.REGISTRY.help() + ".")] = "none",
     launcher: Annotated[str | None, Opt("--launcher", help="; ".join(
@@ -37,6 +38,9 @@ def launch(
         "default: the GPUs per node."))] = None,
     tasks_per_node: Annotated[int | None, Opt("--tasks-per-node", "--ntasks-per-node", parser=whole_number, help="Tasks per node.")] = None,
     cpus_per_task: Annotated[int | None, Opt("-c", "--cpus-per-task", parser=whole_number, help="CPUs per task.")] = None,
+    mem: Annotated[str | None, Opt("--mem", metavar="SIZE", help="Memory per node (sbatch's --mem: 10G, 4000M).")] = None,
+    mem_per_cpu: Annotated[str | None, Opt("--mem-per-cpu", metavar="SIZE", help="Memory per CPU (sbatch's).")] = None,
+    mem_per_gpu: Annotated[str | None, Opt("--mem-per-gpu", metavar="SIZE", help="Memory per GPU (sbatch's).")] = None,
     time: Annotated[str | None, Opt("-t", "--time", help=(
         "Walltime (HH:MM:SS or D-HH:MM:SS; default: SBATCH_TIMELIMIT, else the config file's)."))] = None,
     partition: Annotated[str | None, Opt("-p", "--partition", help=(
@@ -46,7 +50,8 @@ def launch(
     comment: Annotated[str | None, Opt("--comment", help="Job comment (neuron: the application).")] = None,
     name: Annotated[str, Opt("-J", "--job-name", "--name", help="Job name.")] = "ckit",
     env: Annotated[Many, Opt("--env", metavar="K=V", help=(
-        "Environment (repeatable). V may name variables ($PATH, ${USER}: read per task; $$ is a literal $)."))] = None,
+        "Environment (repeatable). V may name the job's variables ($PATH, ${USER}: read per task; $$ is a "
+        "literal $)."))] = None,
     mount: Annotated[Many, Opt("--mount", "--bind", "-B", metavar="SRC:DST[:ro]",
                                help="Bind mount (repeatable; --bind and -B as in apptainer).")] = None,
     code: Annotated[str | None, Opt("--code", metavar="DIR[:DEST]", help=(
@@ -104,6 +109,7 @@ def launch(
         command=tuple(command or (SHELL if interactive else ())), image=image, framework=framework,
         launcher=launcher, rank_table=rank_table,
         nodes=nodes, gpus_per_node=gpus_per_node, tasks_per_node=tasks_per_node, cpus_per_task=cpus_per_task,
+        mem=mem, mem_per_cpu=mem_per_cpu, mem_per_gpu=mem_per_gpu,
         time=time, partition=partition, account=account, comment=comment, name=name, env=api.env_pairs(env or ()),
         mounts=tuple(mount or ()), runtime=runtime, gloo=gloo, network_interface=network_interface,
         devices_per_node=devices_per_node, workdir=workdir, modules=tuple(module or ()), conda=conda, venv=venv,

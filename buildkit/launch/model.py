@@ -22,6 +22,9 @@ class LaunchRequest:
     gpus_per_node: int | None = None
     tasks_per_node: int | None = None
     cpus_per_task: int | None = None
+    mem: str | None = None  # sbatch's --mem (per node), --mem-per-cpu, --mem-per-gpu: at most one
+    mem_per_cpu: str | None = None
+    mem_per_gpu: str | None = None
     time: str | None = None
     partition: str | None = None
     account: str | None = None
@@ -55,6 +58,7 @@ class LaunchRequest:
 # The command line's spelling of each request field, for the messages that refuse one.
 FLAGS = {"image": "--image", "launcher": "--launcher", "rank_table": "--rank-table", "nodes": "-N/--nodes",
          "gpus_per_node": "--gpus-per-node", "tasks_per_node": "--ntasks-per-node", "cpus_per_task": "-c/--cpus-per-task",
+         "mem": "--mem", "mem_per_cpu": "--mem-per-cpu", "mem_per_gpu": "--mem-per-gpu",
          "time": "-t/--time", "partition": "-p/--partition", "account": "-A/--account", "comment": "--comment",
          "name": "-J/--job-name", "env": "--env", "mounts": "--mount", "runtime": "--runtime", "gloo": "--gloo",
          "network_interface": "--network-interface", "devices_per_node": "--devices-per-node",
@@ -91,6 +95,31 @@ class ImageFacts:
 
 
 @dataclass(frozen=True)
+class JobVariables:
+    """The variables a job defines, which ckit reads per task where ``$NAME`` names one in the command or an
+    ``--env`` value (words.py). ``others`` are what other jobs define (a name, or a prefix ending in ``_``) with
+    what defines them: naming one in this job is an error, since it would read as nothing."""
+
+    names: frozenset[str] = frozenset()
+    prefixes: tuple[str, ...] = ()
+    others: tuple[tuple[str, str], ...] = ()
+
+    def defines(self, name: str) -> bool:
+        if name in self.names:
+            return True
+        return self.elsewhere(name) is None and name.startswith(self.prefixes)
+
+    def elsewhere(self, name: str) -> str | None:
+        """What defines ``name`` when this job does not (None: this job does, or no job does)."""
+        if name in self.names:
+            return None
+        for key, who in self.others:
+            if name == key or (key.endswith("_") and name.startswith(key)):
+                return who
+        return None
+
+
+@dataclass(frozen=True)
 class LaunchPlan:
     site: Site
     request: LaunchRequest
@@ -112,6 +141,7 @@ class LaunchPlan:
     venv: str | None = None
     rank_table: str = "v1"
     code: CodeTree | None = None  # what --code ships, read when the launch was planned
+    variables: JobVariables = field(default=JobVariables())
     warnings: tuple[str, ...] = field(default=())
 
     @property

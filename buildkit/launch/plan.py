@@ -17,6 +17,7 @@ from .code import CodeTree
 from .model import FLAGS as FLAGS
 from .model import Image as Image
 from .model import ImageFacts as ImageFacts
+from .model import JobVariables
 from .model import LaunchPlan as LaunchPlan
 from .model import LaunchRequest as LaunchRequest
 from .model import given as given
@@ -32,6 +33,8 @@ _MAIL_TYPES = ("NONE", "BEGIN", "END", "FAIL", "REQUEUE", "ALL", "INVALID_DEPEND
 _MAIL_USER = re.compile(r"^[A-Za-z0-9._%+-]+(@[A-Za-z0-9.-]+)?$")
 _MODULE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+/-]*$")
 _ARRAY = re.compile(r"^\d+(-\d+(:\d+)?)?(,\d+(-\d+(:\d+)?)?)*(%\d+)?$")
+_MEMORY = re.compile(r"^[0-9]+[KMGT]?B?$")
+MEMORY = ("mem", "mem_per_cpu", "mem_per_gpu")
 _JOB_ID = re.compile(r"^\d+(_\d+)?$")
 ENDPOINTS = ("ssh", "jupyter", "tensorboard")
 
@@ -78,6 +81,7 @@ def _check_sbatch_fields(req: LaunchRequest) -> None:
             raise ConfigError(f"{flag} {value!r}: its folder names something only the job knows; Slurm opens the "
                               "log before the job starts and creates no folder, so ckit makes it first",
                               hint=f"keep %j and the like in the file name: {flag} out/%x.o%j")
+    _check_memory(req)
     if req.array is not None and not _ARRAY.fullmatch(req.array):
         raise ConfigError(f"--array {req.array!r} is not sbatch's index list",
                           hint="e.g. --array 0-9, --array 1,3,5 or --array 0-99%10 (at most 10 at once)")
@@ -96,6 +100,18 @@ def _check_sbatch_fields(req: LaunchRequest) -> None:
                           hint="e.g. --mail-user alice@example.org")
 
 
+def _check_memory(req: LaunchRequest) -> None:
+    given_memory = [name for name in MEMORY if getattr(req, name) is not None]
+    for name in given_memory:
+        value = getattr(req, name)
+        if not _MEMORY.fullmatch(value):  # 0: all of the node's (sbatch's meaning)
+            raise ConfigError(f"{FLAGS[name]} {value!r} is not an amount of memory",
+                              hint=f"as sbatch takes it: a number with K, M (the default), G or T, e.g. {FLAGS[name]} 10G")
+    if len(given_memory) > 1:
+        raise ConfigError(" and ".join(FLAGS[n] for n in given_memory) + " ask for memory twice; sbatch takes one",
+                          hint="keep one of them: --mem per node, --mem-per-cpu or --mem-per-gpu")
+
+
 def _check_request(req: LaunchRequest) -> None:
     if req.rank_table is not None and req.rank_table not in RANK_TABLES:
         raise ConfigError(f"--rank-table {req.rank_table!r} is unknown", hint="v1 (MindSpore >= 1.x) or legacy (0.x)")
@@ -105,12 +121,9 @@ def _check_request(req: LaunchRequest) -> None:
         if value is not None and (value < (0 if flag == "--gpus-per-node" else 1)):
             raise ConfigError(f"{flag} {value} is out of range", hint=f"give a positive {flag}")
     _check_sbatch_fields(req)
-    for key, text in req.env:
+    for key, _ in req.env:
         if not ENV_NAME.fullmatch(key):
             raise ConfigError(f"--env {key!r}: not a variable name", hint="use letters, digits and _ (K=V)")
-        words.parse(text, f"--env {key}")
-    for index, arg in enumerate(req.command):
-        words.parse(arg, f"argument {index + 1} of the command")
     for mount in req.mounts:
         parts = mount.split(":")
         if len(parts) not in (2, 3) or not all(_MOUNT_PATH.fullmatch(p) for p in parts[:2]) or \
@@ -187,6 +200,38 @@ def _check_code(request: LaunchRequest, code: CodeTree | None, runtime: str) -> 
                           hint=f"--code {parse(request.code)[0]} (no :DEST), and name $CKIT_CODE in the command")
 
 
+def job_variables(site: Site, request: LaunchRequest, framework: str, launcher: str | None) -> JobVariables:
+    """What this job defines (words.py), and what only other jobs do: other frameworks' and launchers'
+    variables, other schedulers' prefixes, the array's without --array."""
+    from . import frameworks, schedulers
+
+    own = frameworks.REGISTRY.get(framework, "--framework").variables.get(launcher, ())
+    names = {*words.TASK_ENVIRONMENT, *own, *(k for k, _ in site.env), *(k for k, _ in request.env)}
+    prefixes = schedulers.REGISTRY.get(site.scheduler, "scheduler").variable_prefixes
+    setters: dict[str, list[str]] = {}
+    for backend in frameworks.REGISTRY.all():
+        for name in dict.fromkeys(n for defined in backend.variables.values() for n in defined):
+            hows = [how for how, defined in backend.variables.items() if name in defined]
+            setters.setdefault(name, []).append(f"--framework {backend.name}" + (
+                "" if len(hows) == len(backend.variables) else f" --launcher {'|'.join(map(str, hows))}"))
+    others = [(name, " or ".join(who)) for name, who in setters.items() if name not in names]
+    others += [(prefix, f"a {backend.name} site's scheduler") for backend in schedulers.REGISTRY.all()
+               for prefix in backend.variable_prefixes if prefix not in prefixes]
+    if request.array is None:
+        others.append(("SLURM_ARRAY_", "--array"))
+    return JobVariables(frozenset(names), prefixes, tuple(others))
+
+
+def check_words(plan: LaunchPlan) -> None:
+    """Every --env value, site env value and argument in the job's grammar (words.py), before anything is written."""
+    for key, value in plan.site.env:
+        words.parse(value, f"site {plan.site.name} env {key}", plan.variables)
+    for key, text in plan.env:
+        words.parse(text, f"--env {key}", plan.variables)
+    for index, arg in enumerate(plan.command):
+        words.parse(arg, f"argument {index + 1} of the command", plan.variables)
+
+
 def plan_launch(site: Site, request: LaunchRequest, facts: ImageFacts | None = None,
                 code: CodeTree | None = None) -> LaunchPlan:
     """Resolve defaults from the site and the backends, check the request and the site's rules. ``code`` is
@@ -197,8 +242,6 @@ def plan_launch(site: Site, request: LaunchRequest, facts: ImageFacts | None = N
     from .rules import enforce
 
     _check_request(request)
-    for key, value in site.env:
-        words.parse(value, f"site {site.name} env {key}")
     scheduler = schedulers.REGISTRY.get(site.scheduler, f"site {site.name} scheduler")
     framework = frameworks.REGISTRY.get(request.framework, "--framework")
     scheduler.check_framework(site, framework.name)
@@ -218,7 +261,9 @@ def plan_launch(site: Site, request: LaunchRequest, facts: ImageFacts | None = N
                       env=request.env, mounts=site.mounts + request.mounts,
                       modules=site.modules + request.modules, conda=request.conda or site.conda,
                       venv=request.venv or site.venv, rank_table=request.rank_table or site.rank_table or "v1",
-                      code=code if request.code else None)
+                      code=code if request.code else None,
+                      variables=job_variables(site, request, framework.name, launcher))
+    check_words(plan)
     framework.check(plan)
     backend.check_plan(plan)
     if request.fetch and backend.srun_words(plan, ()):

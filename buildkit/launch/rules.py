@@ -27,6 +27,10 @@ def violations(plan: LaunchPlan) -> list[str]:
                        "(rule policy.comment_choices)")
     if "account" in pol.forbid_options and req.account:
         out.append(f"{site.name} forbids --account (rule policy.forbid_options): drop it")
+    for flag, value in (("--mem", req.mem), ("--mem-per-cpu", req.mem_per_cpu), ("--mem-per-gpu", req.mem_per_gpu)):
+        if "mem" in pol.forbid_options and value is not None:
+            out.append(f"{site.name} forbids {flag} (rule policy.forbid_options): a job's memory follows its CPUs "
+                       "there; drop it and ask for more with -c/--cpus-per-task")
     if pol.min_gpus_per_job and plan.total_gpus < pol.min_gpus_per_job:
         out.append(f"{site.name} requires at least {pol.min_gpus_per_job} GPU per job (rule policy.min_gpus_per_job): "
                    f"use --gpus-per-node {pol.min_gpus_per_job} or more")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from . import runtimes, words
-from .model import LaunchPlan
+from .model import JobVariables, LaunchPlan
 from .shell import q
 
 TASK_ARGV0 = "ckit-task"
@@ -24,7 +24,7 @@ def job_env(plan: LaunchPlan) -> tuple[list[tuple[str, str]], list[tuple[str, tu
     merged.update(dict(plan.env))
     plain, per_task = [], []
     for name, value in merged.items():
-        parts = words.parse(value, f"--env {name}")
+        parts = words.parse(value, f"--env {name}", plan.variables)
         if words.refs(parts):
             per_task.append((name, parts))
         else:
@@ -93,14 +93,14 @@ def srun(plan: LaunchPlan, exports: Sequence[str], argv: Sequence[str], *, task_
     return " ".join([*head, *program(plan, exports, argv, task_script, tty)])
 
 
-def command_words(command: Sequence[str]) -> list[str]:
-    """The command as shell words: as given when no argument names a variable; else a small ``sh -c`` that
+def command_words(command: Sequence[str], variables: JobVariables) -> list[str]:
+    """The command as shell words: as given when no argument names a job variable; else a small ``sh -c`` that
     reads them where the program starts (after a launcher set RANK and the like) and execs it."""
-    parsed = [words.parse(arg, f"argument {i + 1} of the command") for i, arg in enumerate(command)]
+    parsed = [words.parse(arg, f"argument {i + 1} of the command", variables) for i, arg in enumerate(command)]
     if not any(words.refs(p) for p in parsed):
         return [q(words.text_of(p)) for p in parsed]
     return ArgsScript("set -- " + " ".join(words.sh_word(p) for p in parsed) + "; ")
 
 
 def user_words(plan: LaunchPlan) -> list[str]:
-    return command_words(plan.command)
+    return command_words(plan.command, plan.variables)

@@ -2,17 +2,20 @@
 
 One grammar for every value a user hands a job (``--env K=V``, the words after ``--``, a site's ``env``):
 
-* ``$NAME`` and ``${NAME}`` name a variable of the job (``$MASTER_ADDR``, ``${SLURM_PROCID}``, ``$PATH``); it is
-  read where the program starts, per task on the node (inside the container: steps.py says when);
-  an unset variable reads as nothing, as in the shell;
+* ``$NAME`` and ``${NAME}`` where NAME is a variable *this job defines* are read per task where the program
+  starts (inside the container: steps.py says when). The job defines its scheduler's variables (``SLURM_*``;
+  ``DLWS_*`` on Apulis), its framework's (``MASTER_ADDR``, ``RANK``… for ddp: each framework lists them), the
+  names given with ``--env`` and the site's ``env``, and :data:`TASK_ENVIRONMENT`;
+* a variable that only *another* job defines (``$MASTER_PORT`` without a framework that sets it,
+  ``$SLURM_ARRAY_TASK_ID`` without ``--array``) is refused before anything is written: it would read as nothing;
 * ``$$`` is a literal ``$`` (``'price$$5'`` reaches the program as ``price$5``), ``$~`` a literal ``~``;
   :func:`literal` writes any text so that it arrives as it is;
 * ``~`` alone, or ``~/`` at the start, is the task's home folder (``$HOME``); a ``~`` elsewhere is literal;
-* every other ``$`` is refused before anything is written (``$(…)``, ``$1``, ``${X:-y}``, a lone ``$``),
-  since a shell would run or rewrite it; everything else is literal: quotes, backticks, spaces, ``*``, ``;``.
+* every other ``$`` reaches the program byte for byte: ``$f`` and ``$1`` of a ``sh -c`` script, awk's ``$1``,
+  ``$(…)``, ``${X:-y}``, ``$?``; so do quotes, backticks, spaces, ``*``, ``;``. The program reads them, not ckit.
 
-Nothing is ever evaluated as code: a value becomes one double-quoted shell word in which only the named
-variables expand (no command substitution, no globbing, no word splitting).
+Nothing is ever evaluated as code: a value becomes one shell word, double-quoted when it names a job variable,
+in which only those variables expand (no command substitution, no globbing, no word splitting).
 """
 
 from __future__ import annotations
@@ -22,12 +25,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..errors import ConfigError
+from .model import JobVariables
 from .shell import escape_dq, q
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BRACED = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-HINT = ("ckit expands only $NAME and ${NAME} (the job's variables, per task) and a leading ~; "
-        "write $$ for a literal $ (e.g. '$$(date)' reaches the program as $(date))")
+# The task's own environment that every job has (and that guides' --env values extend: PATH=…:$PATH).
+TASK_ENVIRONMENT = ("HOME", "USER", "PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "TMPDIR", "CUDA_VISIBLE_DEVICES")
 
 
 @dataclass(frozen=True)
@@ -41,45 +45,50 @@ class Ref:
 Part = str | Ref
 
 
-def parse(text: str, what: str) -> tuple[Part, ...]:
-    """``text`` as literal pieces and references; ``what`` names it in the error (``--env PATH``)."""
+def parse(text: str, what: str, variables: JobVariables) -> tuple[Part, ...]:
+    """``text`` as literal pieces and references to ``variables``; ``what`` names it in the error (``--env PATH``)."""
     parts: list[Part] = []
     pos, chunk = 0, []
     if text == "~" or text.startswith("~/"):
         parts.append(Ref("HOME", tilde=True))
         pos = 1
     while pos < len(text):
-        char = text[pos]
-        if char != "$":
-            chunk.append(char)
-            pos += 1
-            continue
-        rest = text[pos + 1:]
-        if rest[:1] in ("$", "~"):
+        char, rest = text[pos], text[pos + 1:]
+        if char == "$" and rest[:1] in ("$", "~"):
             chunk.append(rest[0])
             pos += 2
             continue
-        match = _BRACED.match(rest) if rest.startswith("{") else _NAME.match(rest)
-        if match is None:
-            raise ConfigError(f"{what} {text!r}: {_why(rest)}", hint=HINT)
+        match = _reference(rest) if char == "$" else None
+        name = match.group(1) if match and rest.startswith("{") else match.group(0) if match else ""
+        if not name or not _named(name, text, what, variables):
+            chunk.append(char)  # not the job's: the program reads it
+            pos += 1
+            continue
         if chunk:
             parts.append("".join(chunk))
             chunk = []
-        parts.append(Ref(match.group(1) if rest.startswith("{") else match.group(0)))
+        parts.append(Ref(name))
+        assert match is not None
         pos += 1 + match.end()
     if chunk:
         parts.append("".join(chunk))
     return tuple(parts)
 
 
-def _why(rest: str) -> str:
-    if rest.startswith("("):
-        return "$(…) would run a command, which ckit never does"
-    if rest.startswith("{"):
-        return "${…} takes a variable name only (no defaults, no operators)"
-    if rest[:1].isdigit() or rest[:1] in ("@", "*", "#", "?", "!", "-"):
-        return f"${rest[:1]} is a shell's own parameter, not a variable of the job"
-    return "a $ that names no variable"
+def _reference(rest: str) -> re.Match[str] | None:
+    return _BRACED.match(rest) if rest.startswith("{") else _NAME.match(rest)
+
+
+def _named(name: str, text: str, what: str, variables: JobVariables) -> bool:
+    """Whether ``$name`` is this job's variable; an error when only another job defines it."""
+    if variables.defines(name):
+        return True
+    who = variables.elsewhere(name)
+    if who is not None:
+        raise ConfigError(f"{what} {text!r}: ${name} is set by {who}, not by this job, so it would read as nothing",
+                          hint=f"use {who}, give it with --env {name}=VALUE, or write $${name} to pass the text "
+                               "$" + f"{name} to a program that sets it itself")
+    return False
 
 
 def literal(text: str) -> str:

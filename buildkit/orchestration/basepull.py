@@ -39,6 +39,7 @@ class BaseSource:
     sets: tuple[str, ...] = ()
     ngc: str | None = None
     locked: bool = False
+    options: tuple[str, ...] = ()  # the line's other options (--tag, --to, -o…), which every proposed line repeats
 
 
 def host_and_name(image: str) -> tuple[str, str]:
@@ -70,7 +71,7 @@ def _line(source: BaseSource, *extra: str) -> str:
     mine = f"{source.layer}.registry="
     sets = [s for s in source.sets if not (extra and s.startswith(mine))]
     words = ["ckit", "build", source.stack, *(["--ngc", source.ngc] if source.ngc else []),
-             *(w for s in [*sets, *extra] for w in ("--set", s))]
+             *(w for s in [*sets, *extra] for w in ("--set", s)), *source.options]
     return shlex.join(words)
 
 
@@ -84,7 +85,7 @@ def hint(source: BaseSource, cause: str) -> str:
         relock = (f"`ckit lock {source.stack} --set {source.layer}.registry={mirror}`" if source.registry is not None
                   else f"a bases/{source.layer}.yaml of your own naming the mirror (--recipes DIR)")
         lines = [f"a locked build fetches the digest it pinned from {host}: lock against a mirror with {relock}, "
-                 f"then `ckit build {source.stack} --locked`"]
+                 f"then `{shlex.join(['ckit', 'build', source.stack, '--locked', *source.options])}`"]
     elif source.registry is not None and source.image.startswith(source.registry + "/"):
         local = "localhost" + source.image[len(source.registry):]
         lines = [f"build from a mirror of {host}: `{_line(source, f'{source.layer}.registry={mirror}')}`, or from "
@@ -105,10 +106,29 @@ def hint(source: BaseSource, cause: str) -> str:
     return "\n  ".join(lines)
 
 
-def explain(err: BuildError, source: BaseSource) -> BuildError:
-    """``err`` with the hint for a base the engine could not fetch; any other failure as it is."""
-    if not is_base_pull(err, source):
+# What pip says when a proxy re-signs TLS (lower case): its retries end in one of these
+PIP_TLS = ("certificate_verify_failed", "certificate verify failed", "sslerror", "ssl: ")
+
+
+def pip_tls(err: BuildError, source: BaseSource) -> BuildError:
+    """A pip step that failed on TLS, with the two settings that fix it (the line's options repeated)."""
+    tail = "\n".join([err.message, *getattr(err, "log", "").splitlines()[-40:]]).lower()
+    if not isinstance(err, BuildFailed) or "pip" not in tail or not any(word in tail for word in PIP_TLS):
         return err
+    line = ["ckit", "build", source.stack, *(["--ngc", source.ngc] if source.ngc else []),
+            *(w for s in source.sets for w in ("--set", s))]
+    lines = [f"pip could not verify its index's TLS certificate (a proxy that re-signs TLS?): give pip that CA, "
+             f"`{shlex.join([*line, '--set', 'pip.cert=CA.pem', *source.options])}`, or a mirror, "
+             f"`{shlex.join([*line, '--set', 'pip.index_url=https://MIRROR/simple', *source.options])}`",
+             f"more in {DOCS}"]
+    return BuildFailed(err.cause, step=err.step, log=err.log.splitlines(), hint="\n  ".join(lines))
+
+
+def explain(err: BuildError, source: BaseSource) -> BuildError:
+    """``err`` with the hint for a base the engine could not fetch, or for pip behind a TLS proxy; any other
+    failure as it is."""
+    if not is_base_pull(err, source):
+        return pip_tls(err, source)
     cause = err.cause if isinstance(err, BuildFailed) else err.message
     text = f"the engine could not fetch the base image: {cause}"
     if isinstance(err, BuildFailed):

@@ -27,8 +27,10 @@ from typing import Any
 import pytest
 
 from buildkit.cli import main
+from buildkit.launch.plan import LaunchRequest, plan_launch
 from buildkit.launch.words import parse, sh_word
 from buildkit.process import run
+from buildkit.site import load_site
 from tests.infra.containers import remove_images
 from tests.integration.singularity_helpers import module_folder, site_for_this_machine
 from tests.integration.test_launch_jobs import _in_a_pty
@@ -65,7 +67,9 @@ def test_words_are_read_back_by_bash_as_written(tmp_path):
     (tmp_path / "a file").write_text("")
     args = ["--dist-url", "tcp://$MASTER_ADDR:$MASTER_PORT", "--rank", "$NODE_RANK", "$$(touch pwned) `touch x` *",
             "$SPACES", "~/ckpt", "it's \"q\""]
-    script = "exec printf '<%s>\\n' " + " ".join(sh_word(parse(a, "x")) for a in args)
+    ddp = plan_launch(load_site("local"), LaunchRequest(command=("x",), framework="ddp",
+                                                        env=(("SPACES", "1"),))).variables
+    script = "exec printf '<%s>\\n' " + " ".join(sh_word(parse(a, "x", ddp)) for a in args)
     env = {"MASTER_ADDR": "n1", "MASTER_PORT": "15003", "NODE_RANK": "1", "SPACES": "a  *  b", "HOME": "/h",
            "PATH": "/usr/bin:/bin"}
     out = run(["bash", "-c", script], env=env, cwd=tmp_path).stdout

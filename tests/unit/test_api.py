@@ -143,3 +143,55 @@ def test_backends_and_nccl_report(tmp_path):
     assert {"slurm", "dlws"} <= {b["name"] for b in ckit.backends()["schedulers"]}
     with pytest.raises(ckit.ConfigError, match="cannot read"):
         ckit.nccl_report(tmp_path / "missing.out")
+
+
+def test_executor_keeps_submitits_defaults_on_a_site_with_gpus(tmp_path):
+    """Guide 001's first submitit example on neuron's cas_v100_2 (2 GPUs a node): one task, no GPUs, as
+    submitit's own executor asks, so that job.result() has one result to read."""
+    ex = ckit.Executor(tmp_path / "log_test", "neuron", image="/scratch/me/pytorch.sif", cwd=tmp_path, check_image=False)
+    ex.update_parameters(partition="cas_v100_2", comment="python", timeout_min=10)
+    plan = ex.plan()
+    script = ckit.render(plan)
+    assert (plan.total_tasks, plan.gpus_per_node, ex._num_tasks()) == (1, 0, 1)
+    assert "--ntasks-per-node=1" in script and "--gres" not in script
+    ex.update_parameters(gpus_per_node=2, cpus_per_task=4)
+    plan = ex.plan()
+    assert (plan.total_tasks, plan.gpus_per_node, plan.cpus_per_task) == (1, 2, 4)
+    assert "#SBATCH --gres=gpu:2" in ckit.render(plan)
+    ex.update_parameters(mem_gb=10)
+    with pytest.raises(ckit.PolicyError, match=r"neuron forbids --mem \(rule policy.forbid_options\)"):
+        ex.plan()
+
+
+def test_executor_and_request_take_memory_as_sbatch_does(tmp_path):
+    ex = ckit.Executor(tmp_path / "log", "local", runtime="none", cwd=tmp_path)
+    ex.update_parameters(mem_gb=1.5)
+    assert "#SBATCH --mem=1536M" in ckit.render(ex.plan())
+    plan = ckit.plan_launch("local", ckit.LaunchRequest(command=("x",), runtime="none", mem_per_gpu="8G"))
+    assert "#SBATCH --mem-per-gpu=8G" in ckit.render(plan)
+    with pytest.raises(ckit.ConfigError, match="--mem and --mem-per-cpu ask for memory twice"):
+        ckit.plan_launch("local", ckit.LaunchRequest(command=("x",), mem="1G", mem_per_cpu="1G"))
+    with pytest.raises(ckit.ConfigError, match="--mem '10 G' is not an amount of memory"):
+        ckit.plan_launch("local", ckit.LaunchRequest(command=("x",), mem="10 G"))
+
+
+@pytest.mark.parametrize(("env", "names"), [
+    ({"SBATCH_TIMELIMIT": "soon"}, ("env SBATCH_TIMELIMIT (the default of --time) 'soon' is not a Slurm time",
+                                    "unset it (env SBATCH_TIMELIMIT), or give --time")),
+    ({"SBATCH_PARTITION": "a b"}, ("env SBATCH_PARTITION (the default of --partition) 'a b'", "give --partition")),
+    ({"CKIT_SITE": "nosuch"}, ("unknown site 'nosuch' (the default site, from env CKIT_SITE)",
+                               "fix env CKIT_SITE or give --site")),
+])
+def test_a_bad_default_names_the_variable_it_came_from(tmp_path, env, names):
+    from buildkit.config.user import load
+
+    defaults = load({"CKIT_SITE": "local", **env, "XDG_CONFIG_HOME": str(tmp_path)})
+    with pytest.raises(ckit.ConfigError) as err:
+        ckit.plan_launch(None, ckit.LaunchRequest(command=("x",), runtime="none"), defaults=defaults)
+    assert names[0] in err.value.message and names[1] in (err.value.hint or "")
+
+
+def test_the_dry_run_shows_the_fetch_lines():
+    plan = ckit.plan_launch("local", ckit.LaunchRequest(command=("x",), image="/tmp/x.sqsh", runtime="charliecloud",
+                                                        fetch=("pip download -d wheels torch",)))
+    assert "# --fetch, run here in the image before sbatch: pip download -d wheels torch\n" in ckit.render(plan)

@@ -40,6 +40,18 @@ PIP_REFUSED = [
 ]
 
 
+PIP_TLS = [
+    {"stream": "STEP 1/3: FROM docker.io/library/debian:bookworm\n"},
+    {"stream": "STEP 2/3: RUN python3 -m pip install tabulate\n"},
+    {"stream": "WARNING: Retrying (Retry(total=4, connect=None, read=None, redirect=None, status=None)) after "
+               "connection broken by 'SSLError(SSLCertVerificationError(1, '[SSL: CERTIFICATE_VERIFY_FAILED] "
+               "certificate verify failed: self-signed certificate in certificate chain (_ssl.c:992)'))': "
+               "/simple/tabulate/\n"},
+    {"stream": "ERROR: No matching distribution found for tabulate\n"},
+    {"error": "building at STEP \"RUN python3 -m pip install tabulate\": exit status 1\n"},
+]
+
+
 class ReplayingEngine:
     """An engine that streams ``items`` as the docker engine reads them, or raises ``error`` (a refused build)."""
 
@@ -136,6 +148,26 @@ def test_on_the_command_line_the_hint_repeats_the_folders(engine: list[Replaying
     assert shlex.split(pasted) == ["ckit", "--recipes", str(folder), "build", "hello", "--set", "files.dest=/opt/x",
                                    "--set", "debian.registry=MIRROR/library"]
     assert "Traceback" not in err
+
+
+def test_the_hint_repeats_every_option_of_the_line(engine: list[ReplayingEngine], tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    engine.append(ReplayingEngine(PODMAN_OFFLINE))
+    assert main(["build", "hello", "-q", "--to", "image,sqsh", "-o", str(tmp_path / "images"), "--tag", "me/app:1",
+                 "--site", "oci"]) == 1
+    err = capsys.readouterr().err
+    for pasted in commands(err.split("hint:", 1)[1]):
+        assert shlex.split(pasted)[-8:] == ["--to", "image,sqsh", "-o", str(tmp_path / "images"), "--tag", "me/app:1",
+                                           "--site", "oci"], pasted
+
+
+def test_pip_behind_a_tls_proxy_is_told_about_pip_cert(engine: list[ReplayingEngine]) -> None:
+    engine.append(ReplayingEngine(PIP_TLS))
+    err = failure("hello", engine[0], sets=["debian.release=bookworm"])
+    assert isinstance(err, BuildFailed) and err.step and "pip install" in err.step
+    assert commands(err.advice) == [
+        "ckit build hello --set debian.release=bookworm --set pip.cert=CA.pem",
+        "ckit build hello --set debian.release=bookworm --set pip.index_url=https://MIRROR/simple"]
 
 
 def test_the_page_the_hint_names_has_that_section() -> None:

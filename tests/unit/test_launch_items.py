@@ -116,11 +116,13 @@ def test_apulis_refuses_a_local_file_as_docker_image():
 
 # 9. apulis --------------------------------------------------------------------------------------------------------
 def test_platform_words_expand_on_the_platform_only():
-    assert platform_word("~/tensorboard/${DLWS_JOB_ID}/logs/") == '~/"tensorboard/${DLWS_JOB_ID}/logs/"'
-    assert platform_word("~/checkpoints/") == "~/checkpoints/"
-    assert platform_word("$$(touch x)") == "'$(touch x)'"  # $$: a literal $
-    with pytest.raises(ConfigError, match=r"would run a command"):
-        platform_word("$HOME/$(id)")
+    apulis = plan_launch(load_site("apulis"), LaunchRequest(command=("x",), image="a/b:1")).variables
+    assert platform_word("~/tensorboard/${DLWS_JOB_ID}/logs/", apulis) == '~/"tensorboard/${DLWS_JOB_ID}/logs/"'
+    assert platform_word("~/checkpoints/", apulis) == "~/checkpoints/"
+    assert platform_word("$$(touch x)", apulis) == "'$(touch x)'"  # $$: a literal $
+    assert platform_word("$HOME/$(id)", apulis) == '"${HOME}/\\$(id)"'  # the platform's shell never runs $(id)
+    with pytest.raises(ConfigError, match=r"\$SLURM_PROCID is set by a slurm site's scheduler"):
+        platform_word("$SLURM_PROCID", apulis)
 
 
 def test_apulis_defaults_to_the_legacy_rank_table():

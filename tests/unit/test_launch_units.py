@@ -148,8 +148,11 @@ def test_partition_limits_time_and_gpus():
 
 def test_defaults_come_from_the_site():
     plan = plan_launch(load_site("twnia2"), LaunchRequest(command=("x",), image="/a.sif", account="P"))
-    assert (plan.partition.name, plan.gpus_per_node, plan.tasks_per_node, plan.cpus_per_task) == ("gp1d", 8, 8, 4)
-    neuron = plan_launch(load_site("neuron"), LaunchRequest(command=("x",), comment="python", runtime="none"))
+    assert (plan.partition.name, plan.gpus_per_node, plan.tasks_per_node, plan.cpus_per_task) == ("gp1d", 8, 1, 32)
+    ddp = plan_launch(load_site("twnia2"), LaunchRequest(command=("x",), image="/a.sif", account="P", framework="ddp"))
+    assert (ddp.gpus_per_node, ddp.tasks_per_node, ddp.cpus_per_task) == (8, 8, 4)
+    neuron = plan_launch(load_site("neuron"), LaunchRequest(command=("x",), comment="python", runtime="none",
+                                                            framework="mpi"))
     assert (neuron.gpus_per_node, neuron.tasks_per_node, neuron.cpus_per_task) == (4, 4, 10)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from functools import cache
 
 import pytest
@@ -13,7 +14,8 @@ from buildkit.launch.plan import FLAGS, LaunchRequest, plan_launch
 from buildkit.launch.schedulers.dlws import render_dlws
 from buildkit.launch.schedulers.slurm import render_sbatch, render_shell
 from buildkit.launch.steps import command_words
-from buildkit.launch.words import Ref, literal, parse
+from buildkit.launch.words import Ref, literal
+from buildkit.launch.words import parse as parse_in
 from buildkit.site import load_site as _load_site
 from buildkit.site.model import Site
 
@@ -25,6 +27,15 @@ def load_site(name: str) -> Site:
 
 # --- the grammar ----------------------------------------------------------------------------------------------------
 
+def variables(framework: str = "ddp", **request: object):
+    return plan_launch(load_site("local"), LaunchRequest(command=("x",), framework=framework,
+                                                         **request)).variables  # type: ignore[arg-type]
+
+
+def parse(text: str, what: str, framework: str = "ddp", **request: object):
+    return parse_in(text, what, variables(framework, **request))
+
+
 @pytest.mark.parametrize(("text", "parts"), [
     ("tcp://$MASTER_ADDR:$MASTER_PORT", ("tcp://", Ref("MASTER_ADDR"), ":", Ref("MASTER_PORT"))),
     ("/home01/${USER}/.local/bin:$PATH", ("/home01/", Ref("USER"), "/.local/bin:", Ref("PATH"))),
@@ -33,19 +44,39 @@ def load_site(name: str) -> Site:
     ("a~/b ~", ("a~/b ~",)),
     ("price$$5 $$(date) `id` * 'q' \"d\"", ("price$5 $(date) `id` * 'q' \"d\"",)),
     ("$~/x", ("~/x",)),
+    ("$RANKS $MASTER_ADDRx ${RANK}x", ("$RANKS $MASTER_ADDRx ", Ref("RANK"), "x")),
 ])
 def test_parse(text, parts):
     assert parse(text, "x") == parts
 
 
-@pytest.mark.parametrize(("text", "why"), [
-    ("$(touch x)", "would run a command"), ("${X:-y}", "variable name only"), ("$1", "shell's own parameter"),
-    ("a$", "names no variable"), ("$ b", "names no variable"), ("${}", "variable name only"),
+@pytest.mark.parametrize("text", [
+    "for f in a b; do echo \"v=$f\"; done", "{print $1}", "cd /x && echo $(pwd)", "${X:-default}", "$?", "a$",
+    "$ b", "${}", "`id`", "${RANK:-0}", "$@", "$#", "${f}",
 ])
-def test_every_other_dollar_is_refused_with_the_literal_form(text, why):
-    with pytest.raises(ConfigError, match=why) as err:
-        parse(text, "--env X")
-    assert str(err.value).startswith(f"--env X {text!r}") and "write $$ for a literal $" in (err.value.hint or "")
+def test_every_dollar_that_names_no_job_variable_reaches_the_program_as_written(text):
+    assert parse(text, "--env X") == (text,)
+
+
+@pytest.mark.parametrize(("text", "framework", "who", "options"), [
+    ("tcp://$MASTER_ADDR:$MASTER_PORT", "none", "--framework ddp or --framework mindspore --launcher msrun", {}),
+    ("${RANK}", "tf", "--framework ddp", {}),
+    ("$NODE_RANK", "ddp", "--framework ddp --launcher srun", {"launcher": "torchrun"}),
+    ("$SLURM_ARRAY_TASK_ID", "none", "--array", {}),
+    ("$DLWS_JOB_ID", "none", "a dlws site's scheduler", {}),
+])
+def test_a_variable_only_other_jobs_define_is_refused_with_what_defines_it(text, framework, who, options):
+    with pytest.raises(ConfigError) as err:
+        parse(text, "argument 2 of the command", framework, **options)
+    assert str(err.value).startswith(f"argument 2 of the command {text!r}: $") and f"is set by {who}," in str(err.value)
+    name = re.search(r"\$\{?(\w+)", text).group(1)
+    assert f"--env {name}=VALUE" in (err.value.hint or "") and f"$${name}" in (err.value.hint or "")
+
+
+def test_the_job_defines_its_env_names_its_array_and_its_scheduler_variables():
+    assert parse("$MASTER_PORT $SLURM_ARRAY_TASK_ID $SLURM_PROCID", "x", "none", env=(("MASTER_PORT", "1"),),
+                 array="0-3") == (Ref("MASTER_PORT"), " ", Ref("SLURM_ARRAY_TASK_ID"), " ", Ref("SLURM_PROCID"))
+    assert parse("$$MASTER_PORT", "x", "none") == ("$MASTER_PORT",)
 
 
 @pytest.mark.parametrize("text", ["$(touch x)", "${HOME}", "~/x", "~", "a$$b", "`id` * ? 'x' \"y\"", "$~", ""])
@@ -54,11 +85,20 @@ def test_literal_reaches_the_program_as_it_is(text):
     assert "".join(p for p in parts if isinstance(p, str)) == text and not any(isinstance(p, Ref) for p in parts)
 
 
-def test_a_command_without_variables_stays_as_written():
-    assert command_words(["python", "x.py", "--lr", "0.1"]) == ["python", "x.py", "--lr", "0.1"]
-    assert command_words(["echo", "$$HOME"]) == ["echo", "'$HOME'"]
-    assert command_words(["python", "main.py", "--rank", "$NODE_RANK"]) == [
+def test_a_command_without_job_variables_stays_as_written():
+    ddp = variables()
+    assert command_words(["python", "x.py", "--lr", "0.1"], ddp) == ["python", "x.py", "--lr", "0.1"]
+    assert command_words(["echo", "$$HOME"], ddp) == ["echo", "'$HOME'"]
+    assert command_words(["awk", "{print $1}", "f"], ddp) == ["awk", "'{print $1}'", "f"]
+    assert command_words(["python", "main.py", "--rank", "$NODE_RANK"], ddp) == [
         "sh", "-c", "'set -- python main.py --rank \"${NODE_RANK}\"; exec \"$@\"'", "ckit-args"]
+
+
+def test_a_shell_script_keeps_its_own_variables_next_to_the_job_ones():
+    """The script's $f is escaped in ckit's double-quoted word, so only its shell reads it; $SLURM_PROCID is
+    filled in per task."""
+    words = command_words(["sh", "-c", 'for f in a b; do echo "v=$f $SLURM_PROCID"; done'], variables("none"))
+    assert words[2] == """'set -- sh -c "for f in a b; do echo \\"v=\\$f ${SLURM_PROCID}\\"; done"; exec "$@"'"""
 
 
 def test_env_values_are_set_per_task_and_literal_ones_exported():
@@ -76,7 +116,7 @@ def test_env_values_are_set_per_task_and_literal_ones_exported():
 # backends themselves, interactive and fetch change what is run around the script (tests/integration).
 VALUES: dict[str, object] = {
     "launcher": None, "rank_table": "legacy", "nodes": 2, "gpus_per_node": 2, "tasks_per_node": 2,
-    "cpus_per_task": 3, "time": "00:10:00", "partition": "cas_v100_2", "account": "p1", "comment": "python",
+    "cpus_per_task": 3, "mem": "10G", "mem_per_cpu": "4000", "mem_per_gpu": "32G", "time": "00:10:00", "partition": "cas_v100_2", "account": "p1", "comment": "python",
     "name": "other", "env": (("A", "1"),), "mounts": ("/a:/b",), "gloo": True, "network_interface": "ib1",
     "devices_per_node": 2, "workdir": "/w", "modules": ("m/1",), "conda": "c", "venv": "/v", "pre": ("echo hi",),
     "output": "o.out", "error": "e.err", "mail_type": "END", "mail_user": "a@example.org", "keep_container": True,

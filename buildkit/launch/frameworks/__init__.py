@@ -7,6 +7,7 @@ the batch-level setup, the variables passed into containers and the steps that r
 from __future__ import annotations
 
 import abc
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,9 @@ class FrameworkBackend(abc.ABC):
     launchers: tuple[str, ...] = ()  # the first is the default
     per_node: tuple[str | None, ...] = ()  # launchers (None: no launcher) that start one task per node
     needs_command = True
+    default_program = "the command"  # what runs without a command (nccl-tests: its benchmark)
+    # the variables the job defines for the command's tasks (words.py reads them per task), by launcher
+    variables: dict[str | None, tuple[str, ...]] = {}
     # the options only some launchers read: option -> the launchers (None: no launcher) that read it
     reads: dict[str, tuple[str | None, ...]] = {}
 
@@ -49,6 +53,10 @@ class FrameworkBackend(abc.ABC):
 
     def one_task_per_node(self, launcher: str | None) -> bool:
         return launcher in self.per_node
+
+    def copies(self, plan: LaunchPlan) -> tuple[int, str]:
+        """How many times the command runs, and where (the job's header and the dry run say it)."""
+        return plan.total_tasks, f"{plan.tasks_per_node} per node on {node_count(plan.nodes)}"
 
     def check(self, plan: LaunchPlan) -> None:
         """Refuse a plan this framework cannot run (by default it runs every plan)."""
@@ -75,6 +83,19 @@ class FrameworkBackend(abc.ABC):
     def after_wait(self, plan: LaunchPlan, log: Path | None) -> dict[str, Any]:
         """What the finished job's log adds to the result (``ckit launch --wait``)."""
         return {}
+
+
+def node_count(count: int) -> str:
+    return f"{count} node" + ("s" if count != 1 else "")
+
+
+def runs(plan: LaunchPlan) -> str:
+    """``make runs 2×: 1 per node on 2 nodes``: how many copies of the command a job starts, and where (one
+    line: a comment of the job script)."""
+    backend = REGISTRY.get(plan.framework, "--framework")
+    count, where = backend.copies(plan)
+    program = re.sub(r"[\x00-\x1f\x7f]", "?", plan.command[0]) if plan.command else backend.default_program
+    return f"{program} runs {count}×: {where}"
 
 
 LAUNCHER_OPTIONS = ("gloo", "network_interface", "devices_per_node", "rank_table", "mpi")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import steps
 from ..model import LaunchPlan
-from . import JOB_PORT, NODE_LIST, FrameworkBackend, Glue
+from . import JOB_PORT, NODE_LIST, FrameworkBackend, Glue, node_count
 
 PER_TASK = 'export RANK="${SLURM_PROCID}" LOCAL_RANK="${SLURM_LOCALID}" NODE_RANK="${SLURM_NODEID}"; exec "$@"'
 # --no_python: the command is the whole program (`python main.py`), not a script torchrun puts python before.
@@ -24,7 +24,17 @@ class Ddp(FrameworkBackend):
     order = 10
     launchers = ("srun", "torchrun")
     per_node = ("torchrun",)
+    # torchrun sets its own in the processes it starts (GROUP_RANK is the node's)
+    variables = {"srun": ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "NODE_RANK"),
+                 "torchrun": ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+                              "GROUP_RANK")}
     reads = {"devices_per_node": ("torchrun",), "mpi": ("srun",)}
+
+    def copies(self, plan: LaunchPlan) -> tuple[int, str]:
+        if plan.launcher != "torchrun":
+            return super().copies(plan)
+        procs = processes_per_node(plan)
+        return plan.nodes * procs, f"torchrun starts {procs} per node on {node_count(plan.nodes)}"
 
     def glue(self, plan: LaunchPlan, exports: tuple[str, ...]) -> Glue:
         setup: tuple[str, ...] = (NODE_LIST, 'export MASTER_ADDR="${ckit_nodes[0]}"', f"export MASTER_PORT={JOB_PORT}")

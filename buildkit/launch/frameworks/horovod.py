@@ -11,7 +11,7 @@ from ...errors import ConfigError
 from .. import steps
 from ..model import LaunchPlan
 from ..shell import q
-from . import FrameworkBackend, Glue, host_list
+from . import FrameworkBackend, Glue, host_list, node_count
 
 
 class Horovod(FrameworkBackend):
@@ -20,6 +20,7 @@ class Horovod(FrameworkBackend):
     order = 20
     launchers = ("srun", "horovodrun")
     per_node = ("horovodrun",)
+    variables = {"srun": ("CKIT_HOSTS",), "horovodrun": ("CKIT_HOSTS",)}
     reads = {"gloo": ("horovodrun",), "network_interface": ("horovodrun",), "devices_per_node": ("horovodrun",),
              "mpi": ("srun",)}
 
@@ -29,6 +30,12 @@ class Horovod(FrameworkBackend):
             raise ConfigError(f"horovodrun runs in the image (--runtime {plan.runtime.kind}) and cannot start "
                               f"containers on the other {plan.nodes - 1} node(s)",
                               hint="use --launcher srun (one task per GPU, the site's MPI plugin), or -N 1")
+
+    def copies(self, plan: LaunchPlan) -> tuple[int, str]:
+        if plan.launcher != "horovodrun":
+            return super().copies(plan)
+        slots = plan.request.devices_per_node or max(plan.gpus_per_node, 1)
+        return plan.nodes * slots, f"horovodrun starts {slots} per node on {node_count(plan.nodes)}"
 
     def glue(self, plan: LaunchPlan, exports: tuple[str, ...]) -> Glue:
         per_node = plan.request.devices_per_node or max(plan.gpus_per_node, 1)

@@ -13,7 +13,7 @@ from typing import Any
 from ...outside import ascii_int
 from .. import steps
 from ..model import LaunchPlan
-from . import JOB_PORT, NODE_LIST, RUN_DIR, FrameworkBackend, Glue, heredoc
+from . import JOB_PORT, NODE_LIST, RUN_DIR, FrameworkBackend, Glue, heredoc, node_count
 
 DEVICE_LOOP = r"""# One process per device on this node, each in its own folder (seed 003's run_distribute_train.sh):
 # DEVICE_ID and RANK_ID per process. The start folder's files are linked into each folder, so
@@ -114,7 +114,14 @@ class MindSpore(FrameworkBackend):
     order = 40
     launchers = ("rank-table", "msrun")
     per_node = ("rank-table", "msrun")
+    variables = {"rank-table": ("CKIT_RUN_DIR", "RANK_TABLE_FILE", "MINDSPORE_HCCL_CONFIG_PATH", "DEVICE_NUM",
+                                "RANK_SIZE", "DEVICE_ID", "RANK_ID"),
+                 "msrun": ("CKIT_RUN_DIR", "MASTER_ADDR", "MASTER_PORT")}
     reads = {"devices_per_node": ("rank-table", "msrun"), "rank_table": ("rank-table",)}
+
+    def copies(self, plan: LaunchPlan) -> tuple[int, str]:
+        who = "msrun starts" if plan.launcher == "msrun" else "one per device,"
+        return plan.nodes * devices(plan), f"{who} {devices(plan)} per node on {node_count(plan.nodes)}"
 
     def glue(self, plan: LaunchPlan, exports: tuple[str, ...]) -> Glue:
         devs = devices(plan)

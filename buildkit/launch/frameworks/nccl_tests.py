@@ -39,6 +39,7 @@ class NcclTests(FrameworkBackend):
     order = 70
     per_node = (None,)
     needs_command = False
+    default_program = "all_reduce_perf"
     reads = {"mpi": (None,)}
 
     def check(self, plan: LaunchPlan) -> None:
@@ -59,7 +60,7 @@ class NcclTests(FrameworkBackend):
 
     def glue(self, plan: LaunchPlan, exports: tuple[str, ...]) -> Glue:
         command = plan.command or default_command(plan.gpus_per_node, plan.tasks_per_node)
-        return Glue((), (), (steps.srun(plan, exports, steps.command_words(command), mpi=True),))
+        return Glue((), (), (steps.srun(plan, exports, steps.command_words(command, plan.variables), mpi=True),))
 
     def after_wait(self, plan: LaunchPlan, log: Path | None) -> dict[str, Any]:
         """The bus-bandwidth report of the job's output (each run in it)."""

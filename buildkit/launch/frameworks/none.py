@@ -1,4 +1,4 @@
-"""No framework: the command runs once per task."""
+"""No framework: the command runs once per node (as ``srun`` does without ``-n``), or per --ntasks-per-node."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from . import FrameworkBackend, Glue
 
 class NoFramework(FrameworkBackend):
     name = "none"
-    summary = "the command once per task"
+    summary = "the command once per node (or per --ntasks-per-node task)"
     order = 0
+    per_node = (None,)
     reads = {"mpi": (None,)}
 
     def glue(self, plan: LaunchPlan, exports: tuple[str, ...]) -> Glue:

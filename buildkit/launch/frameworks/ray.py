@@ -15,7 +15,7 @@ from __future__ import annotations
 from .. import steps
 from ..model import LaunchPlan
 from ..shell import q
-from . import HOST_IP, NODE_LIST, RUN_DIR, FrameworkBackend, Glue, heredoc
+from . import HOST_IP, NODE_LIST, RUN_DIR, FrameworkBackend, Glue, heredoc, node_count
 
 # Written into the job's run folder (a file a person can read and rerun), run on the head's node.
 WAIT = """\
@@ -62,6 +62,11 @@ class Ray(FrameworkBackend):
     summary = "a Ray cluster (head + workers) for the driver command"
     order = 50
     per_node = (None,)
+    variables = {None: ("RAY_HEAD", "RAY_HEAD_IP", "RAY_PORT", "RAY_ADDRESS", "ip_head", "redis_password",
+                        "CKIT_RUN_DIR")}
+
+    def copies(self, plan: LaunchPlan) -> tuple[int, str]:
+        return 1, f"the driver, on the head's node, with a Ray cluster on {node_count(plan.nodes)}"
 
     def glue(self, plan: LaunchPlan, exports: tuple[str, ...]) -> Glue:
         setup = (

@@ -15,6 +15,7 @@ class TensorFlow(FrameworkBackend):
     summary = "TensorFlow MultiWorkerMirroredStrategy (TF_CONFIG per worker)"
     order = 30
     per_node = (None,)
+    variables = {None: ("TF_CONFIG", "CKIT_TF_WORKERS")}
     reads = {"mpi": (None,)}
 
     def glue(self, plan: LaunchPlan, exports: tuple[str, ...]) -> Glue:

@@ -49,10 +49,11 @@ class LaunchResult:
     exit_code: int | None = None
     output: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    runs: str | None = None  # how many times the command runs, and where
 
     def as_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"site": self.site, "scheduler": self.scheduler, "warnings": list(self.warnings),
-                                "script": self.script, "job_id": self.job_id, "text": self.text}
+                                "script": self.script, "job_id": self.job_id, "text": self.text, "runs": self.runs}
         if self.exit_code is not None:
             data.update(exit_code=self.exit_code, output=self.output)
         if self.files:
@@ -68,6 +69,7 @@ class SchedulerBackend(JobControl, abc.ABC):
     uses_partitions = True
     frameworks: tuple[str, ...] | None = None  # None: all
     preferred_launchers: dict[str, str] = {}
+    variable_prefixes: tuple[str, ...] = ()  # the variables the scheduler sets in every task (words.py)
     # request fields this scheduler cannot honour, each with what to do instead (ckit launch refuses them)
     cannot: dict[str, str] = {}
 

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import ConfigError
 from .. import steps, words
+from ..frameworks import runs
 from ..frameworks.mindspore import DEVICE_LOOP
-from ..model import Image, LaunchPlan
+from ..model import Image, JobVariables, LaunchPlan
 from ..shell import q
 from . import Execution, LaunchResult, SchedulerBackend
 
@@ -29,9 +30,10 @@ class DlwsJob:
     command: str
     files: tuple[tuple[str, str], ...] = ()
     endpoints: tuple[str, ...] = ()
+    runs: str = ""
 
     def text(self) -> str:
-        out = ["Paste into the job form:"]
+        out = [f"{self.runs}.", "Paste into the job form:"] if self.runs else ["Paste into the job form:"]
         out += [f"  {key}: {value}" for key, value in self.form]
         out += ["  Command:", f"    {self.command}"]
         if self.endpoints:
@@ -56,10 +58,10 @@ def _tilde(rest: tuple[words.Part, ...]) -> str:
     return "~/" + (words.sh_word(tail) if tail else "")
 
 
-def platform_word(arg: str, what: str = "an argument") -> str:
+def platform_word(arg: str, variables: JobVariables, what: str = "an argument") -> str:
     """One word of the platform's Command, in ckit's grammar (words.py): ``$NAME``/``${NAME}`` and a leading
     ``~`` expand on the platform, in the container, never on your machine; the rest stays literal."""
-    return words.sh_word(words.parse(arg, what), home=_tilde)
+    return words.sh_word(words.parse(arg, what, variables), home=_tilde)
 
 
 def launch_script_path(plan: LaunchPlan) -> str:
@@ -93,6 +95,7 @@ class Dlws(SchedulerBackend):
     summary = "a DLWorkspace/Apulis job form and its Command (nothing is submitted)"
     order = 20
     uses_partitions = False
+    variable_prefixes = ("DLWS_",)
     frameworks = ("none", "horovod", "mindspore")
     preferred_launchers = {"horovod": "horovodrun"}
     no_control = ("ckit writes the Apulis job form and submits nothing there; the platform's web portal lists "
@@ -106,6 +109,9 @@ class Dlws(SchedulerBackend):
                           "(--gpus-per-node, --devices-per-node)",
         "cpus_per_task": "the form asks for devices, not CPUs: drop it",
         "code": "the platform's containers see only your home and /job: put the code there and bind nothing",
+        "mem": "the form asks for devices, not memory: drop it",
+        "mem_per_cpu": "the form asks for devices, not memory: drop it",
+        "mem_per_gpu": "the form asks for devices, not memory: drop it",
         "mounts": "every container has your home (/home/$DLWS_USER_NAME) and the job's /job folder: "
                   "put the files there",
         "modules": "the job runs in its Docker image, which loads no environment modules: install the software "
@@ -147,7 +153,7 @@ class Dlws(SchedulerBackend):
         if platform is None:
             raise ConfigError(f"{plan.site.name} is not a dlws site")
         assert plan.image is not None
-        argv = " ".join(platform_word(a, f"argument {i + 1} of the command")
+        argv = " ".join(platform_word(a, plan.variables, f"argument {i + 1} of the command")
                         for i, a in enumerate(plan.command))
         per_node = plan.request.devices_per_node or max(plan.gpus_per_node, 1)
         files: tuple[tuple[str, str], ...] = ()
@@ -172,12 +178,13 @@ class Dlws(SchedulerBackend):
         if endpoints:
             form += (("Endpoints (tick)", ", ".join(endpoints)),)
         return DlwsJob(form=form, command=" && ".join([*_before(plan), run, "sleep infinity"]), files=files,
-                       endpoints=endpoints)
+                       endpoints=endpoints, runs=runs(plan))
 
     def execute(self, plan: LaunchPlan, job: DlwsJob, how: Execution) -> LaunchResult:
         from ..submit import write_script
 
-        result = LaunchResult(plan.site.name, self.name, job.text(), plan.warnings, extra=job.as_json())
+        result = LaunchResult(plan.site.name, self.name, job.text(), plan.warnings, extra=job.as_json(),
+                              runs=job.runs)
         if how.dry_run:
             return result
         folder = how.script or how.cwd / f"{plan.name}-{plan.site.name}"

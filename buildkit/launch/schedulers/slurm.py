@@ -9,7 +9,7 @@ from pathlib import Path
 from ...errors import ConfigError, LaunchError
 from ...process import interactive, which
 from .. import jobrecord, runtimes, slurmctl, steps
-from ..frameworks import glue_for
+from ..frameworks import glue_for, runs
 from ..jobcontrol import ShellCommand
 from ..model import LaunchPlan
 from ..shell import expand_quote, q, q_value
@@ -41,6 +41,9 @@ def sbatch_options(plan: LaunchPlan) -> list[str]:
              f"--cpus-per-task={plan.cpus_per_task}"]
     if plan.gpus_per_node:
         opts.append(f"--gres=gpu:{plan.gpus_per_node}")
+    for flag, value in (("--mem", req.mem), ("--mem-per-cpu", req.mem_per_cpu), ("--mem-per-gpu", req.mem_per_gpu)):
+        if value is not None:
+            opts.append(f"{flag}={value}")
     if plan.time:
         opts.append(f"--time={plan.time}")
     opts.append(f"--output={req.output or f'{req.name}-%j.out'}")
@@ -122,7 +125,10 @@ def header(plan: LaunchPlan) -> list[str]:
             f"# ckit launch: site {plan.site.name}, framework {plan.framework}"
             + (f" ({plan.launcher})" if plan.launcher else "")
             + f", runtime {plan.runtime.kind}, image {image!r}".replace("\n", " "),
-            *code_comment(plan), "set -euo pipefail", ""]
+            f"# {runs(plan)}", *code_comment(plan),
+            # what ckit runs on this machine first (not part of the job): a dry run shows it too
+            *(f"# --fetch, run here in the image before sbatch: {line}" for line in plan.request.fetch),
+            "set -euo pipefail", ""]
 
 
 def code_comment(plan: LaunchPlan) -> list[str]:
@@ -195,6 +201,7 @@ class Slurm(SlurmJobControl, SchedulerBackend):
     name = "slurm"
     summary = "an sbatch script, written and submitted"
     order = 10
+    variable_prefixes = ("SLURM_",)
     cannot = {"endpoints": "a Slurm job has no platform endpoints: open a shell on its nodes with "
                            "ckit launch --interactive"}
 
@@ -211,7 +218,7 @@ class Slurm(SlurmJobControl, SchedulerBackend):
 
         if plan.request.interactive:
             return self.interactive(plan, how)
-        result = LaunchResult(plan.site.name, self.name, job, plan.warnings)
+        result = LaunchResult(plan.site.name, self.name, job, plan.warnings, runs=runs(plan))
         if how.dry_run:
             return result
         if how.wait and not how.submit:
