@@ -87,10 +87,27 @@ def srun(plan: LaunchPlan, exports: Sequence[str], argv: Sequence[str], *, task_
     if mpi and plan.mpi_plugin:
         head.append(f"--mpi={plan.mpi_plugin}")
     head += list(options)
+    if not tty:
+        head += per_node_logs(plan)
     if plan.runtime.kind == "none" and plan.request.workdir:
         head.append(f"--chdir={q(plan.request.workdir)}")
     head += runtime_of(plan).srun_words(plan, exports)
     return " ".join([*head, *program(plan, exports, argv, task_script, tty)])
+
+
+# the file-name patterns whose value differs between the nodes or tasks of one step (srun's, as sbatch's)
+PER_NODE = ("%N", "%n", "%t")
+
+
+def per_node_logs(plan: LaunchPlan) -> list[str]:
+    """``--output``/``--error`` of the step when ``-o``/``-e`` name a node or a task (``%N.out``): sbatch expands
+    them for the batch host alone, so each step says them again and every node writes its own log, as the oci
+    guide's TensorFlow workers do (``HOSTNAME.out``)."""
+    opts = []
+    for flag, pattern in (("--output", plan.request.output), ("--error", plan.request.error)):
+        if pattern and any(p in pattern for p in PER_NODE):
+            opts.append(f"{flag}={q(pattern)}")
+    return opts
 
 
 def command_words(command: Sequence[str], variables: JobVariables) -> list[str]:

@@ -76,3 +76,13 @@ def ckit_main(argv: list[str]) -> int:
     from buildkit.cli import main
 
     return main(argv)
+
+
+def test_a_log_per_node_as_the_oci_guides_workers_write_them(slurm, tmp_path, monkeypatch, capsys):
+    """``-o %N.out`` on two nodes: each node's tasks write its own file (the guide's ``HOSTNAME.out``)."""
+    rc, data = _launch(tmp_path, monkeypatch, capsys, "-p", "multi", "-N", "2", "--runtime", "none",
+                       "-o", "logs/%x-%N.out", "--", "sh", "-c", 'echo "worker on $(hostname)"')
+    assert rc == 0, data
+    logs = {path.name: path.read_text() for path in (tmp_path / "logs").iterdir()}
+    assert logs["g-n1.out"].endswith("worker on n1\n") and logs["g-n2.out"] == "worker on n2\n", logs
+    assert "worker on n2" not in logs["g-n1.out"]

@@ -120,3 +120,15 @@ def test_wait_and_array_and_interactive_submit_are_refused(tmp_path, monkeypatch
 def test_fetch_needs_a_runtime_that_runs_here():
     with pytest.raises(ConfigError, match="--runtime pyxis starts containers only in a Slurm job"):
         plan_launch(load_site("oci"), LaunchRequest(command=("x",), image="nvcr.io/x/y:1", fetch=("wget x",)))
+
+
+# 6. a log per host, as the oci guide's TensorFlow workers write them ---------------------------------------------
+def test_a_per_node_log_pattern_goes_to_every_step():
+    """sbatch expands ``%N`` for the batch host alone: the step says the pattern again, so each node writes its own."""
+    script = _script("oci", framework="tf", nodes=2, image="nvcr.io/nvidia/tensorflow:24.06-tf2-py3",
+                     output="%N.out", error="%N.err")
+    assert "#SBATCH --output=%N.out\n#SBATCH --error=%N.err\n" in script
+    step = script.rstrip().splitlines()[-1]
+    assert step.startswith("srun --kill-on-bad-exit=1 --export=ALL --output=%N.out --error=%N.err "), step
+    plain = _script("oci", framework="tf", nodes=2, image="nvcr.io/nvidia/tensorflow:24.06-tf2-py3", output="tf-%j.out")
+    assert "--output=" not in plain.rstrip().splitlines()[-1]
