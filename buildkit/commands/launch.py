@@ -197,18 +197,26 @@ def nccl_report_cmd(
     file: Annotated[Path, typer.Argument(metavar="FILE", help="Output of all_reduce_perf (the job's .out file).")],
     expect: Annotated[float | None, Opt("--expect", metavar="GBPS", parser=number,
                                         help="Exit 1 when a run's average bus bandwidth is below GBPS.")] = None,
+    site: Annotated[str | None, Opt("--site", metavar="SITE", help=(
+        "Without --expect: exit 1 when a run is below 90 % of the bus bandwidth SITE's profile says it measured "
+        "on that many nodes (nccl_busbw; oci: the guide's 233 GB/s on one node, 165 on two)."))] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Bus-bandwidth report of each nccl-tests run in FILE."""
+    """Bus-bandwidth report of each nccl-tests run in FILE.
+
+    Example: ckit nccl-report nccl-1234.out --site oci"""
     from .. import api
 
-    check = api.nccl_report(file, expect=expect)
+    check = api.nccl_report(file, expect=expect, site=site, sites=SETTINGS.sites_dirs)
     if as_json:
         emit_json(check.as_json())
     else:
         for index, run in enumerate(check.runs, 1):
             say(f"run {index}:" if len(check.runs) > 1 else "", nl=len(check.runs) > 1)
             say(run.text(), nl=False)
+    for index in check.below:
+        want = check.expected[index - 1]
+        warn(f"run {index}: {check.runs[index - 1].avg_busbw:g} GB/s average bus bandwidth, below the expected "
+             f"{want:g}" + ("" if expect is not None else f" (90 % of what {site}'s profile says it measured)"))
     if check.below:
-        warn(f"run {', '.join(map(str, check.below))} below the expected {expect:g} GB/s average bus bandwidth")
         raise typer.Exit(1)

@@ -108,7 +108,9 @@ def _setting_lines(site: Site) -> list[str]:
         ("mounts", "mounts", " ".join(site.mounts)),
         ("shared_image_dir", "shared image folder", site.shared_image_dir),
         ("compute_internet", "compute nodes have internet", "yes" if site.compute_internet else "no"),
-        ("squashfs_compressions", "squashfs compressions", ", ".join(site.squashfs_compressions) or "any")]
+        ("squashfs_compressions", "squashfs compressions", ", ".join(site.squashfs_compressions) or "any"),
+        ("nccl_busbw", "nccl-tests bus bandwidth measured",
+         ", ".join(f"{gbps:g} GB/s on {nodes} node{'s' if nodes > 1 else ''}" for nodes, gbps in site.nccl_busbw))]
     return [_line(site, key, label, value) for key, label, value in settings if value]
 
 

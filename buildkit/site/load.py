@@ -117,6 +117,7 @@ def _build(data: dict[str, Any], path: Path) -> Site:
         shared_image_dir=data.get("shared_image_dir"),
         compute_internet=data["compute_internet"],
         squashfs_compressions=tuple(data.get("squashfs_compressions", ())),
+        nccl_busbw=tuple(sorted((int(k), float(v)) for k, v in (data.get("nccl_busbw") or {}).items())),
         login=data.get("login"),
         partitions=tuple(_partition(n, p) for n, p in data.get("partitions", {}).items()),
         retired_partitions=tuple(data.get("retired_partitions", {}).items()),

@@ -136,6 +136,8 @@ class Site:
     policy: Policy = field(default_factory=Policy)
     platform: Platform | None = None
     facts: tuple[Fact, ...] = ()
+    # all_reduce_perf's bus bandwidth (GB/s) the site measured, by node count: nccl-report's default expectation
+    nccl_busbw: tuple[tuple[int, float], ...] = ()
     doctor_date: str | None = None  # the last `ckit doctor` run; None: never run on this profile
     doctor: tuple[tuple[str, str], ...] = ()  # (check, passed|failed|absent|skipped) of that run
     path: Path | None = None
@@ -155,6 +157,11 @@ class Site:
             if runtime.kind == kind:
                 return runtime
         return None
+
+    def expected_busbw(self, nodes: int) -> float | None:
+        """The bus bandwidth the site measured for ``nodes`` nodes (the figure for the most nodes up to that)."""
+        found = [gbps for count, gbps in self.nccl_busbw if count <= nodes]
+        return found[-1] if found else None
 
     def fact(self, key: str) -> Fact | None:
         """The provenance of ``key`` or of its nearest tagged parent (``partitions.gp1d.max_time`` → ``partitions``)."""

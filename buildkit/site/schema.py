@@ -128,6 +128,10 @@ SITE_SCHEMA: dict[str, Any] = _obj("A ckit site profile.", {
     "squashfs_compressions": _strings("Squashfs compressions the nodes' kernel mounts (loop mounts of a .sif or "
                                       ".sqsh); empty means any. A .sif also follows its runtime's version.",
                                       enum=["gzip", "xz", "lzo", "lz4", "zstd", "lzma"]),
+    "nccl_busbw": {"type": "object", "description": "all_reduce_perf's bus bandwidth the site measured, in GB/s, by "
+                   "node count (\"1\": 233, \"2\": 165): ckit nccl-report --site expects at least 90 % of it.",
+                   "propertyNames": {"pattern": "^[1-9][0-9]*$"},
+                   "additionalProperties": {"type": "number", "minimum": 1}},
     "policy": POLICY,
     "platform": PLATFORM,
     "doctor": DOCTOR,

@@ -16,9 +16,8 @@ from buildkit.launch.schedulers.dlws import render_dlws
 from buildkit.launch.schedulers.slurm import render_sbatch
 from buildkit.launch.shell import expand_quote, time_minutes
 from buildkit.site import load_site
+from tests.testdata import all_reduce_1node, all_reduce_2nodes, hccl_rank_table
 from tests.unit.launch_cases import APULIS_REQUESTS, SEED_REQUESTS
-
-SEED002 = Path(__file__).parent.parent / "golden" / "launch" / "seed002"
 
 
 def _script(case: str) -> str:
@@ -189,8 +188,8 @@ def test_shell_helpers():
 # --- nccl-tests report (seed 002's tables) --------------------------------------------------------------------------
 
 def test_nccl_report_one_and_two_nodes():
-    one = parse((SEED002 / "all_reduce_1node.txt").read_text())
-    two = parse((SEED002 / "all_reduce_2nodes.txt").read_text())
+    one = parse(all_reduce_1node())
+    two = parse(all_reduce_2nodes())
     assert (one.avg_busbw, one.ranks, len(one.hosts)) == (232.915, 8, 1)
     assert (two.avg_busbw, two.ranks, len(two.hosts)) == (164.643, 16, 2)
     assert two.rows[0].size_bytes == 10737418240 and two.peak_busbw == 165.21
@@ -232,7 +231,7 @@ def test_seed003_rank_table_is_a_valid_legacy_table():
     """The validator accepts the seed's own hand-written table (2 servers x 8 NPUs) and rejects a broken one."""
     from buildkit.launch.frameworks.mindspore import legacy_rank_table_problems
 
-    table = json.loads((SEED002.parent / "seed003" / "hccl_2x8.json").read_text())
+    table = json.loads(hccl_rank_table())
     assert legacy_rank_table_problems(table, servers=2, devices=8) == []
     table["group_list"][0]["instance_list"][3]["rank_id"] = "9"
     assert legacy_rank_table_problems(table, servers=2, devices=8) == ["rank_id must run 0..15"]
