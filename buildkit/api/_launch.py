@@ -5,7 +5,7 @@ field per flag of ``ckit launch`` (``nodes`` is ``-N``, ``env`` the ``--env K=V`
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import field, dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -285,7 +285,7 @@ def nccl_report(file: str | Path, *, expect: float | None = None, site: str | Si
     runs = reports.parse_runs(text, str(path))
     profile = required_site(site, sites) if site is not None and expect is None else None
     expected = [expect if profile is None else _site_share(profile, len(r.hosts)) for r in runs]
-    low = [i for i, (r, want) in enumerate(zip(runs, expected), 1) if want is not None and r.avg_busbw < want]
+    low = [i for i, (r, want) in enumerate(zip(runs, expected, strict=True), 1) if want is not None and r.avg_busbw < want]
     return NcclCheck(runs, expect, low, expected)
 
 
