@@ -6,6 +6,7 @@ for (one task, no GPUs) on a profile whose partition has GPUs."""
 from __future__ import annotations
 
 import operator
+import subprocess
 import sys
 from pathlib import Path
 
@@ -86,3 +87,32 @@ def test_a_log_per_node_as_the_oci_guides_workers_write_them(slurm, tmp_path, mo
     logs = {path.name: path.read_text() for path in (tmp_path / "logs").iterdir()}
     assert logs["g-n1.out"].endswith("worker on n1\n") and logs["g-n2.out"] == "worker on n2\n", logs
     assert "worker on n2" not in logs["g-n1.out"]
+
+
+def test_apulis_mindspore_script_gives_each_process_the_devices_it_set(tmp_path):
+    """The Apulis launch script, run by bash as a worker runs it (the platform's DLWS_* variables; worker 1 of 2):
+    each process gets ``--device_num=2`` read after the script set DEVICE_NUM (the platform's shell, which runs the
+    Command first, would have read it empty), its own DEVICE_ID and RANK_ID, its own folder and its env.log."""
+    from buildkit.launch.plan import LaunchRequest, plan_launch
+    from buildkit.launch.schedulers.dlws import render_dlws
+    from buildkit.site import load_site
+
+    request = LaunchRequest(command=("python3", "-c", PRINT_ARGS, "--device_num=${DEVICE_NUM}", "id=$DEVICE_ID"),
+                            image="apulistech/mindspore:0.3.0-withtools", framework="mindspore", nodes=2,
+                            devices_per_node=2, rank_table="legacy", name="ms")
+    ((_, text),) = render_dlws(plan_launch(load_site("apulis"), request)).files
+    script = tmp_path / "launch-npu.sh"
+    script.write_text(text)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "DLWS_USER_NAME": "u", "DLWS_JOB_ID": "j7",
+           "DLWS_NUM_WORKER": "2", "DLWS_ROLE_IDX": "1"}
+    done = subprocess.run(["bash", str(script)], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = sorted(done.stdout.splitlines())
+    assert lines == ["--device_num=2 id=0 rank=2 size=4", "--device_num=2 id=1 rank=3 size=4"], done.stdout
+    for rank in (2, 3):
+        assert "DEVICE_NUM=2" in (tmp_path / "ckit-runs" / "j7" / f"rank{rank}" / "env.log").read_text()
+
+
+PRINT_ARGS = ("import os, sys; print(*sys.argv[1:], f\"rank={os.environ['RANK_ID']}\", "
+              "f\"size={os.environ['RANK_SIZE']}\")")

@@ -75,7 +75,7 @@ def test_every_runtime_starts_in_the_submit_folder():
 
 def test_mindspore_processes_find_the_code_in_their_folders():
     script = _script("local", framework="mindspore", devices_per_node=2)
-    assert 'ln -sfn "$entry" "$dir/"' in script and '(cd "$dir" && exec "$@") &' in script
+    assert 'ln -sfn "$entry" "$dir/"' in script and '(cd "$dir" && env > env.log && exec "$@") &' in script
     assert "sh -c 'pids=" not in script  # a plain loop in a file, not a one-line sh -c
 
 

@@ -99,8 +99,13 @@ def test_seed003_apulis_command_and_legacy_npu_script():
     assert ("Job Type", "Distributed Job") in one.form and " -np 8 " in one.command
     ms = render_dlws(plan_launch(load_site("apulis"), APULIS_REQUESTS["003-apulis-mindspore"]))
     (path, text), = ms.files
-    assert ms.command.startswith(f"cd /data/resnet50_cifar10 && bash {path} python train.py")
-    assert ' "--device_num=${DEVICE_NUM}" ' in ms.command
+    # the guide's Command form (sudo -E bash -c '… && sleep infinity'); the program and its arguments are the
+    # script's, read by each process after the script set DEVICE_NUM (the platform's shell would read it empty)
+    assert ms.command == f"sudo -E bash -c 'cd /data/resnet50_cifar10 && bash {path} && sleep infinity'"
+    assert ("set -- sh -c 'set -- python train.py --do_train=True --run_distribute=True \"--device_num=${DEVICE_NUM}\" "
+            "--dataset_path=/data/cifar10; exec \"$@\"' ckit-args\n") in text
+    assert "ulimit -u unlimited" in text and '(cd "$dir" && env > env.log && exec "$@") &' in text
+    assert 'os.getenv("RANK_SIZE")' in ms.text() and f"cat > \"{path}\" <<'CKIT_EOF'" in ms.text()
     assert "export DEVICE_NUM=8\n" in text and 'export RANK_SIZE="$(( ${DLWS_NUM_WORKER:-1} * DEVICE_NUM ))"' in text
     assert 'export CKIT_NODE_INDEX="${DLWS_ROLE_IDX:-0}"' in text and "RANK_ID=$((node * DEVICE_NUM + i))" in text
     assert "trap " in text and 'dir="$CKIT_RUN_DIR/rank$RANK_ID"' in text

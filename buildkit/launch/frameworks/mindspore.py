@@ -15,7 +15,8 @@ from .. import steps
 from ..model import LaunchPlan
 from . import JOB_PORT, NODE_LIST, RUN_DIR, FrameworkBackend, Glue, heredoc, node_count
 
-DEVICE_LOOP = r"""# One process per device on this node, each in its own folder (seed 003's run_distribute_train.sh):
+DEVICE_LOOP = r"""# One process per device on this node, each in its own folder with its env.log (seed 003's
+# run_distribute_train.sh):
 # DEVICE_ID and RANK_ID per process. The start folder's files are linked into each folder, so
 # `python train.py` is found there, and what a process writes stays in its own folder.
 # A signal stops them all; the exit code is the first failure's.
@@ -35,7 +36,7 @@ while [ "$i" -lt "$DEVICE_NUM" ]; do
             ln -sfn "$entry" "$dir/"
         fi
     done
-    (cd "$dir" && exec "$@") &
+    (cd "$dir" && env > env.log && exec "$@") &
     pids="$pids $!"
     i=$((i + 1))
 done

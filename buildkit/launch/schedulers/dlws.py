@@ -31,6 +31,7 @@ class DlwsJob:
     files: tuple[tuple[str, str], ...] = ()
     endpoints: tuple[str, ...] = ()
     runs: str = ""
+    notes: tuple[str, ...] = ()  # what the user must do that ckit cannot (their own code)
 
     def text(self) -> str:
         out = [f"{self.runs}.", "Paste into the job form:"] if self.runs else ["Paste into the job form:"]
@@ -39,13 +40,18 @@ class DlwsJob:
         if self.endpoints:
             out += ["After SUBMIT, once the job is Running, its ENDPOINTS tab links each of them "
                     "(SSH: the command to log in to the container)."]
+        for note in self.notes:
+            out += ["", f"Note: {note}"]
         for path, content in self.files:
-            out += ["", f"--- file {path} (put it there before submitting) ---", content.rstrip("\n")]
+            folder = path.rsplit("/", 1)[0]
+            out += ["", f"--- file {path}: put it there before submitting, by pasting into a shell on the platform "
+                        "(a job's SSH terminal) ---",
+                    f'mkdir -p "{folder}" && cat > "{path}" <<\'CKIT_EOF\'', content.rstrip("\n"), "CKIT_EOF"]
         return "\n".join(out) + "\n"
 
     def as_json(self) -> dict[str, Any]:
         return {"form": dict(self.form), "command": self.command, "files": dict(self.files),
-                "endpoints": list(self.endpoints)}
+                "endpoints": list(self.endpoints), "notes": list(self.notes)}
 
 
 def _tilde(rest: tuple[words.Part, ...]) -> str:
@@ -68,7 +74,7 @@ def launch_script_path(plan: LaunchPlan) -> str:
     return f"/home/${{DLWS_USER_NAME}}/ckit/{plan.request.name}/launch-npu.sh"
 
 
-def npu_script(plan: LaunchPlan, devs: int) -> str:
+def npu_script(plan: LaunchPlan, devs: int, command: str = '"$@"') -> str:
     """Per worker: the Ascend environment, the platform's rank table and one process per NPU (seed 003, fixed)."""
     platform = plan.site.platform
     assert platform is not None
@@ -82,7 +88,10 @@ def npu_script(plan: LaunchPlan, devs: int) -> str:
               'export RANK_SIZE="$(( ${DLWS_NUM_WORKER:-1} * DEVICE_NUM ))"',
               'export CKIT_RUN_DIR="${HOME}/ckit-runs/${DLWS_JOB_ID}"',
               'export CKIT_NODE_INDEX="${DLWS_ROLE_IDX:-0}"',
-              'mkdir -p "${CKIT_RUN_DIR}"', ""]
+              'mkdir -p "${CKIT_RUN_DIR}"',
+              "# the guide's ulimit: eight training processes and their threads per worker",
+              'ulimit -u unlimited 2>/dev/null || echo "ckit: ulimit -u unlimited refused; $(ulimit -u) stays" >&2',
+              f"set -- {command}", ""]
     return "\n".join(lines) + "\n" + DEVICE_LOOP
 
 
@@ -165,8 +174,11 @@ class Dlws(SchedulerBackend):
                    f"-p ${platform.ssh_port_var} --network-interface {q(interface)} {argv}")
         elif plan.framework == "mindspore":
             per_node = plan.request.devices_per_node or plan.gpus_per_node or 8
-            files = ((launch_script_path(plan), npu_script(plan, per_node)),)
-            run = f"bash {launch_script_path(plan)} {argv}"
+            # the command is the script's: arguments naming DEVICE_NUM, RANK_ID… are read by each process it
+            # starts, not by the platform's shell, which runs the Command before the script has set them
+            inner = " ".join(steps.command_words(plan.command, plan.variables))
+            files = ((launch_script_path(plan), npu_script(plan, per_node, inner)),)
+            run = f"bash {launch_script_path(plan)}"
             device = next((d for d in platform.device_types if "npu" in d), device)
         else:
             run = argv
@@ -177,8 +189,11 @@ class Dlws(SchedulerBackend):
         endpoints = tuple(ENDPOINTS[e] for e in plan.request.endpoints)
         if endpoints:
             form += (("Endpoints (tick)", ", ".join(endpoints)),)
-        return DlwsJob(form=form, command=" && ".join([*_before(plan), run, "sleep infinity"]), files=files,
-                       endpoints=endpoints, runs=runs(plan))
+        command = " && ".join([*_before(plan), run, "sleep infinity"])
+        if plan.framework == "mindspore":  # the guide's: the NPUs are root's; -E keeps the job's environment
+            command = f"sudo -E bash -c {q(command)}"
+        return DlwsJob(form=form, command=command, files=files, endpoints=endpoints, runs=runs(plan),
+                       notes=_notes(plan))
 
     def execute(self, plan: LaunchPlan, job: DlwsJob, how: Execution) -> LaunchResult:
         from ..submit import write_script
@@ -191,6 +206,14 @@ class Dlws(SchedulerBackend):
         result.files = {target: str(write_script(content, folder / Path(target).name))
                         for target, content in job.files}
         return result
+
+
+def _notes(plan: LaunchPlan) -> tuple[str, ...]:
+    if plan.framework != "mindspore":
+        return ()
+    return ("MindSpore 0.3's resnet50 example reads DEVICE_NUM for its world size (config.py line 42); on more than "
+            "one worker the guide changes it to read RANK_SIZE, which the launch script sets to workers x devices: "
+            "change `os.getenv(\"DEVICE_NUM\")` to `os.getenv(\"RANK_SIZE\")` in your code, ckit cannot.",)
 
 
 def _before(plan: LaunchPlan) -> list[str]:
