@@ -71,6 +71,7 @@ def run() -> list[BenchResult]:
     components.start(["podman", "busybox", "slurm", "charliecloud"])
     env = {**os.environ, **components.get("podman").env(), **components.get("slurm").env()}
     os.environ.update(env)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as an installed ckit runs: bytecode compiled once, by the first launch
     folder = Path(tempfile.mkdtemp(prefix="ckit-bench-edit-", dir="/tmp"))  # both nodes and ch-run's user read it
     folder.chmod(0o755)
     results: list[BenchResult] = []
