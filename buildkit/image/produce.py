@@ -151,13 +151,12 @@ class _Production:
         additions, ownership = targets.additions(plan, self.config)
         tree.add_entries(additions, tree.default_mtime)
         temp = self.store.temp_path(plan.key, plan.target)
+        start = targets.squashfs_start(plan, self.config)
         try:
-            squash = temp if plan.target == "sqsh" else self.work / f"rootfs-{plan.key[:16]}.squashfs"
             with self.progress.meter(f"writing .{plan.target} ({plan.compression.label})",
                                      total=tree.total_bytes()) as packing:
-                stats = self._squashfs(plan, tree, ownership, squash, found, packing)
-            if plan.target == "sif":
-                targets.wrap_sif(temp, squash, plan, self.config)
+                stats = self._squashfs(plan, tree, ownership, temp, start, found, packing)
+            targets.wrap(temp, plan, self.config, start)
         except BaseException:
             temp.unlink(missing_ok=True)
             raise
@@ -173,10 +172,10 @@ class _Production:
         self._record(plan, entry, stats)
         return entry, stats
 
-    def _squashfs(self, plan: ConvertPlan, tree: Tree, ownership: Ownership, out: Path, found: list[Record | None],
-                  advance: Callable[[int], None]) -> Stats:
-        """Write the squashfs, copying what the records offer; when an earlier image turns out changed or
-        damaged, its records are dropped and the squashfs is written again without them."""
+    def _squashfs(self, plan: ConvertPlan, tree: Tree, ownership: Ownership, out: Path, start: int,
+                  found: list[Record | None], advance: Callable[[int], None]) -> Stats:
+        """Write the squashfs at ``start`` of ``out``, copying what the records offer; when an earlier image turns
+        out changed or damaged, its records are dropped and the squashfs is written again without them."""
         decompress = decompressor(plan.compression.algo)
         # Unset, the superblock says 0 (as before reuse existed): the same image always gives the same .sqsh bytes.
         mkfs_time = plan.epoch if plan.epoch is not None else 0
@@ -194,7 +193,7 @@ class _Production:
                         del usable[n]
                 return build_squashfs(out, plan.compression, tree, ownership, mkfs_time=mkfs_time, progress=advance,
                                       earlier=earlier, open_layer=self.layers.get,
-                                      write_behind=plan.target == "sqsh" and self.tuning.write_behind)  # a SIF's: scratch
+                                      write_behind=self.tuning.write_behind, base=start)
             except EarlierChanged as changed:
                 if any(str(path) == changed.path for path, _ in self.pre.values()):  # never expected: a scratch file
                     log.warning("%s changed while the conversion ran; compressing without it", changed.path)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from .model import ImageConfig, RootfsEntry
 from .rootfs import apptainer, charliecloud, enroot
 from .sif.read import read_sif
-from .sif.write import write_apptainer_sif
+from .sif.write import apptainer_partition_offset, finish_apptainer_sif
 from .squashfs.writer import Ownership
 
 if TYPE_CHECKING:
@@ -25,9 +25,20 @@ def additions(plan: ConvertPlan, config: ImageConfig) -> tuple[list[RootfsEntry]
     return apptainer.entries(config, deffile=plan.deffile, source_date_epoch=plan.epoch), Ownership()
 
 
-def wrap_sif(out: Path, squashfs: Path, plan: ConvertPlan, config: ImageConfig) -> None:
-    write_apptainer_sif(out, deffile=plan.deffile.encode(), squashfs=squashfs, arch=config.architecture,
-                        oci_config=apptainer.oci_config_json(config), source_date_epoch=plan.epoch)
+def squashfs_start(plan: ConvertPlan, config: ImageConfig) -> int:
+    """Where the target's squashfs is written in its file: a SIF's partition is written in place, never copied
+    into the SIF afterwards (a copy of the whole image, on every conversion)."""
+    if plan.target == "sqsh":
+        return 0
+    return apptainer_partition_offset(deffile=plan.deffile.encode(), oci_config=apptainer.oci_config_json(config))
+
+
+def wrap(out: Path, plan: ConvertPlan, config: ImageConfig, start: int) -> None:
+    """What goes around the squashfs written at ``start`` of ``out``: a SIF's header and small objects."""
+    if plan.target == "sif":
+        finish_apptainer_sif(out, deffile=plan.deffile.encode(), oci_config=apptainer.oci_config_json(config),
+                             arch=config.architecture, squashfs_size=out.stat().st_size - start,
+                             source_date_epoch=plan.epoch)
 
 
 def squashfs_offset(target: str, artifact: Path) -> int | None:

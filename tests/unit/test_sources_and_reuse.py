@@ -5,6 +5,7 @@ writes the bytes a cold conversion writes; the sources' refusals name what to gi
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,49 @@ def test_an_archive_whose_config_lists_other_layers_is_refused(tmp_path: Path) -
         [{"Config": "c.json", "RepoTags": ["x:1"], "Layers": names}]).encode()}, archive)
     with pytest.raises(IntegrityError, match="lists 1 rootfs.diff_ids for 3 layers"):
         made(f"docker-archive:{archive}", tmp_path, "bad")
+
+
+def test_a_sif_is_written_once_its_squashfs_where_it_stays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The partition is written at its place in the SIF: no scratch squashfs copied into the SIF afterwards (a
+    second write of the whole image on every conversion), cold or from an earlier SIF's layers."""
+    import buildkit.image.sif.write as sif_write
+    from buildkit.image.sif.read import read_sif
+    from buildkit.image.squashfs import blocks
+
+    layers = sample_layers()
+    written: list[int] = []
+    pwrite, real_copy_into = os.pwrite, sif_write.copy_into
+
+    def counted_pwrite(fd: int, data: bytes, offset: int) -> int:
+        written.append(n := pwrite(fd, data, offset))
+        return n
+
+    def copied(*args: object) -> int:
+        raise AssertionError("the squashfs was copied into the SIF")
+
+    monkeypatch.setattr(sif_write, "copy_into", copied)
+    monkeypatch.setattr(blocks.os, "pwrite", counted_pwrite)  # the squashfs writer's only writes (os is shared)
+    store = Store(tmp_path / "store")
+    convert(f"oci:{oci_layout(tmp_path / 'first', layers[:2])}:1", "sif", store=store)
+    written.clear()
+    grown = f"oci:{oci_layout(tmp_path / 'grown', layers)}:1"
+    warm = convert(grown, "sif", store=store)
+    monkeypatch.setattr(blocks.os, "pwrite", pwrite)
+    size = warm.path.stat().st_size
+    # the shared layers' data is copied from the earlier SIF in the kernel; what is written is the rest, once
+    assert warm.reused_bytes > 1_000_000 and sum(written) < size / 2
+    assert not list((tmp_path / "store").rglob("*.squashfs"))
+    cold = convert(grown, "sif", store=Store(tmp_path / "cold"))
+    assert warm.path.read_bytes() == cold.path.read_bytes()
+    # the same bytes as the SIF writer makes of that squashfs as a file of its own
+    partition = read_sif(cold.path).primary_partition()
+    assert partition is not None
+    squash = tmp_path / "part.squashfs"
+    squash.write_bytes(cold.path.read_bytes()[partition.offset:partition.offset + partition.size])
+    sif = read_sif(cold.path)
+    deffile, oci_config = (cold.path.read_bytes()[d.offset:d.offset + d.size] for d in sif.descriptors[:2])
+    again = tmp_path / "again.sif"
+    monkeypatch.setattr(sif_write, "copy_into", real_copy_into)
+    sif_write.write_apptainer_sif(again, deffile=deffile, oci_config=oci_config, squashfs=squash, arch=host_arch(),
+                                  source_date_epoch=1700000000)
+    assert again.read_bytes() == cold.path.read_bytes()

@@ -72,8 +72,11 @@ class SifObject:
     arch: str = "unknown"
     extra: bytes = b""
     alignment: int | None = None  # None: 4096 for partitions, unaligned for the rest
+    in_place: int | None = None  # the object's size: its bytes are in the file already, where the layout puts it
 
     def size(self) -> int:
+        if self.in_place is not None:
+            return self.in_place
         if (self.data is None) == (self.path is None):
             raise ConvertError(f"SIF object {self.name or hex(self.datatype)}: give exactly one of data or path")
         return len(self.data) if self.data is not None else Path(self.path).stat().st_size  # type: ignore[arg-type]
@@ -121,6 +124,21 @@ def write_sif(
     uuid: bytes | None = None,
 ) -> None:
     """Write a whole SIF file sequentially to ``out`` (which need not be seekable)."""
+    head, layout = _plan(objects, launch_script, created, uuid)
+    out.write(head)
+    for _offset, padding, size, obj in layout:
+        out.write(bytes(padding))
+        written = copy_into(obj.path, out) if obj.path is not None else None  # in the kernel, where possible
+        for block in obj.chunks() if written is None else ():
+            out.write(block)
+            written = (written or 0) + len(block)
+        if written != size:
+            raise ConvertError(f"{obj.path} changed size while it was written into the SIF ({size} → {written} bytes)")
+
+
+def _plan(objects: Sequence[SifObject], launch_script: bytes, created: int | None,
+          uuid: bytes | None) -> tuple[bytes, list[tuple[int, int, int, SifObject]]]:
+    """The header and descriptors, and each object's (offset, padding before, size, object)."""
     if len(launch_script) >= 32:
         raise ConvertError(f"SIF launch script is {len(launch_script)} bytes; at most 31 fit")
     if len(objects) > DESCRIPTOR_CAPACITY:
@@ -134,16 +152,14 @@ def write_sif(
 
     header_arch = "unknown"
     descriptors: list[bytes] = []
-    layout: list[tuple[int, int, SifObject]] = []  # (padding before, size, object)
+    layout: list[tuple[int, int, int, SifObject]] = []
     end = DATA_OFFSET
     for index, obj in enumerate(objects):
         name = obj.name.encode()
         if len(name) > 128:
             raise ConvertError(f"SIF object name {obj.name!r} is longer than 128 bytes")
         size = obj.size()
-        align = obj.alignment if obj.alignment is not None else (
-            PARTITION_ALIGNMENT if obj.datatype == DATA_PARTITION else 0)
-        offset = -(-end // align) * align if align > 1 else end
+        offset = _offset(obj, end)
         digest = _sha256(obj) if obj.datatype in (DATA_OCI_ROOT_INDEX, DATA_OCI_BLOB) else None
         extra = _extra(obj, digest)
         if len(extra) > 384:
@@ -153,24 +169,27 @@ def write_sif(
         descriptors.append(_DESCRIPTOR.pack(
             obj.datatype, True, index + 1, obj.group | GROUP_MASK, obj.linked, offset, size,
             offset - end + size, created, created, 0, 0, name, extra))
-        layout.append((offset - end, size, obj))
+        layout.append((offset, offset - end, size, obj))
         end = offset + size
+    head = b"".join((
+        _HEADER.pack(launch_script, MAGIC, VERSION, ARCH_CODES[header_arch].encode() + b"\0", image_id, created,
+                     created, DESCRIPTOR_CAPACITY - len(objects), DESCRIPTOR_CAPACITY, DESCRIPTORS_OFFSET,
+                     DESCRIPTOR_CAPACITY * DESCRIPTOR_SIZE, DATA_OFFSET, end - DATA_OFFSET),
+        bytes(DESCRIPTORS_OFFSET - HEADER_SIZE), *descriptors,
+        bytes((DESCRIPTOR_CAPACITY - len(objects)) * DESCRIPTOR_SIZE)))
+    return head, layout
 
-    out.write(_HEADER.pack(
-        launch_script, MAGIC, VERSION, ARCH_CODES[header_arch].encode() + b"\0", image_id, created, created,
-        DESCRIPTOR_CAPACITY - len(objects), DESCRIPTOR_CAPACITY, DESCRIPTORS_OFFSET,
-        DESCRIPTOR_CAPACITY * DESCRIPTOR_SIZE, DATA_OFFSET, end - DATA_OFFSET))
-    out.write(bytes(DESCRIPTORS_OFFSET - HEADER_SIZE))
-    out.write(b"".join(descriptors))
-    out.write(bytes((DESCRIPTOR_CAPACITY - len(objects)) * DESCRIPTOR_SIZE))
-    for padding, size, obj in layout:
-        out.write(bytes(padding))
-        written = copy_into(obj.path, out) if obj.path is not None else None  # in the kernel, where possible
-        for block in obj.chunks() if written is None else ():
-            out.write(block)
-            written = (written or 0) + len(block)
-        if written != size:
-            raise ConvertError(f"{obj.path} changed size while it was written into the SIF ({size} → {written} bytes)")
+
+def _offset(obj: SifObject, end: int) -> int:
+    """Where ``obj`` starts when the objects before it end at ``end``."""
+    align = obj.alignment if obj.alignment is not None else (PARTITION_ALIGNMENT if obj.datatype == DATA_PARTITION else 0)
+    return -(-end // align) * align if align > 1 else end
+
+
+def _apptainer_objects(deffile: bytes, oci_config: bytes, partition: SifObject) -> list[SifObject]:
+    """What ``apptainer build`` writes: Def.FILE, the JSON.Generic ``oci-config.json``, then the squashfs."""
+    return [SifObject(DATA_DEFFILE, data=deffile), SifObject(DATA_GENERIC_JSON, data=oci_config, name="oci-config.json"),
+            partition]
 
 
 def write_apptainer_sif(
@@ -191,10 +210,8 @@ def write_apptainer_sif(
     with open(squashfs, "rb") as head:
         if head.read(4) != b"hsqs":
             raise ConvertError(f"{squashfs}: not a squashfs file, so it cannot be a SIF's system partition")
-    objects = [SifObject(DATA_DEFFILE, data=deffile)]
-    objects.append(SifObject(DATA_GENERIC_JSON, data=oci_config, name="oci-config.json"))
-    objects.append(SifObject(DATA_PARTITION, path=Path(squashfs), fstype=FS_SQUASHFS, parttype=PART_PRIMSYS,
-                             arch=arch))
+    objects = _apptainer_objects(deffile, oci_config, SifObject(
+        DATA_PARTITION, path=Path(squashfs), fstype=FS_SQUASHFS, parttype=PART_PRIMSYS, arch=arch))
     created, image_id = deterministic(source_date_epoch)
 
     def holds_partition(tmp: Path) -> None:
@@ -206,3 +223,31 @@ def write_apptainer_sif(
     with atomic_path(out_path, mode=0o755 & ~umask, suffix=".tmp", verify=holds_partition) as tmp, \
             open(tmp, "wb") as out:
         write_sif(out, objects=objects, launch_script=APPTAINER_LAUNCH_SCRIPT, created=created, uuid=image_id)
+
+
+def apptainer_partition_offset(*, deffile: bytes, oci_config: bytes) -> int:
+    """Where :func:`finish_apptainer_sif` expects the squashfs: written there first, it is never copied."""
+    objects = _apptainer_objects(deffile, oci_config, SifObject(DATA_PARTITION, in_place=0))
+    return _offset(objects[-1], DATA_OFFSET + sum(o.size() for o in objects[:-1]))
+
+
+def finish_apptainer_sif(path: Path, *, deffile: bytes, oci_config: bytes, arch: str, squashfs_size: int,
+                         source_date_epoch: int | None = None) -> None:
+    """Make ``path``, whose squashfs (``squashfs_size`` bytes) lies at :func:`apptainer_partition_offset`, the SIF
+    :func:`write_apptainer_sif` writes: the header, the descriptors and the small objects go before it. ``path``
+    is a temp file the caller verifies, fsyncs and publishes."""
+    objects = _apptainer_objects(deffile, oci_config, SifObject(
+        DATA_PARTITION, fstype=FS_SQUASHFS, parttype=PART_PRIMSYS, arch=arch, in_place=squashfs_size))
+    created, image_id = deterministic(source_date_epoch)
+    head, layout = _plan(objects, APPTAINER_LAUNCH_SCRIPT, created, image_id)
+    if layout[-1][0] != apptainer_partition_offset(deffile=deffile, oci_config=oci_config):
+        raise ConvertError(f"{path}: the SIF's partition is not where its squashfs was written")
+    with open(path, "r+b") as out:
+        out.write(head)
+        for offset, padding, _size, obj in layout[:-1]:
+            out.write(bytes(padding))
+            assert out.tell() == offset and obj.data is not None
+            out.write(obj.data)
+        out.write(bytes(layout[-1][1]))
+        if out.seek(0, os.SEEK_END) != layout[-1][0] + squashfs_size:
+            raise ConvertError(f"{path}: the squashfs partition is not {squashfs_size} bytes long")

@@ -101,10 +101,11 @@ ALIGNED = CopyRange(-1, 0, 0)  # a job's output: nothing, then up to the next bl
 
 class Output:
     """The image file, written by position: the writer appends at ``pos``, and a copy job whose place is known
-    in advance writes there itself, on a worker, while other jobs run."""
+    in advance writes there itself, on a worker, while other jobs run. Positions are the image's own; the image
+    starts at ``base`` of the file (a SIF's partition is written where it will stay, not copied there later)."""
 
-    def __init__(self, fd: int, pos: int = 0, write_behind: bool = False) -> None:
-        self.fd, self.pos = fd, pos
+    def __init__(self, fd: int, pos: int = 0, write_behind: bool = False, base: int = 0) -> None:
+        self.fd, self.pos, self.base = fd, pos, base
         self.write_behind = write_behind  # the file is to be fsynced: send what is written to disk as it goes
 
     def write(self, data: bytes | memoryview) -> int:
@@ -113,13 +114,13 @@ class Output:
         return len(data)
 
     def write_at(self, pos: int, data: bytes | memoryview) -> None:
-        view = memoryview(data)
+        view, pos = memoryview(data), self.base + pos
         while view:
             n = os.pwrite(self.fd, view, pos)
             view, pos = view[n:], pos + n
 
     def copy(self, source: CopyRange) -> None:
-        copy_range(source.fd, source.offset, self.fd, self.pos, source.size)
+        copy_range(source.fd, source.offset, self.fd, self.base + self.pos, source.size)
         self.pos += source.size
 
 
@@ -192,7 +193,8 @@ class BlockWriter:
                 chunks.append(data)  # type: ignore[arg-type]
         done(start, placed, chunks)
         if self.out.write_behind and self.out.pos - self._behind >= WRITE_BEHIND:  # off the main thread: it may block
-            self._io.submit(start_writeback, self.out.fd, self._behind, self.out.pos - self._behind)
+            self._io.submit(start_writeback, self.out.fd, self.out.base + self._behind,
+                            self.out.pos - self._behind)
             self._behind = self.out.pos
 
     def drain(self) -> None:

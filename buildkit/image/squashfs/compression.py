@@ -36,7 +36,7 @@ FAST_LEVEL = {"gzip": 1, "zstd": 1, "xz": 0, "lz4": 1}  # lz4:1 is LZ4's default
 PREFERENCE = {"sif": ("zstd:1", "gzip:1", "xz:0"), "sqsh": ("zstd:-3", "gzip:1", "xz:0")}
 # A .sqsh that Pyxis starts straight from (use_squashfuse=1) is read through squashfuse for the job's whole life, one
 # block at a time: there decompression speed is what counts. Measured with Debian's squashfuse 0.1.105 on the 1.4 GB
-# torch image (tests/bench/bench_ttfs.py; every file read once): lz4 reads it 1.1-3.1x faster than zstd:-3
+# torch image (the retired bench_ttfs.py, 2026-11-27, docs/benchmarks.md; every file read once): lz4 reads it 1.1-3.1x faster than zstd:-3
 # (squashfuse sets up a zstd context for every block), gzip:1 and uncompressed blocks are slower still, and lz4:1
 # is within a few per cent of zstd:-3's size and as fast to write. So a site whose profile says squashfuse gets lz4:1.
 SQUASHFUSE = ("lz4:1", "zstd:-3", "gzip:1", "xz:0")

@@ -125,11 +125,11 @@ class Copy:
         if self.dest is None:
             return [(CopyRange(self.earlier.fd, source, self.fixed), 0)]
         try:
-            copy_range(self.earlier.fd, source, self.out.fd, self.dest, self.fixed)
+            copy_range(self.earlier.fd, source, self.out.fd, self.out.base + self.dest, self.fixed)
         except OSError as err:
             raise EarlierChanged(self.earlier.path) from err
         if self.out.write_behind:  # on ext4 a reconversion's copied gigabytes would otherwise wait for the fsync
-            start_writeback(self.out.fd, self.dest, self.fixed)
+            start_writeback(self.out.fd, self.out.base + self.dest, self.fixed)
         return []
 
     def done(self, pos: int, _blocks: list[tuple[int, int]], _chunks: list[bytes]) -> None:

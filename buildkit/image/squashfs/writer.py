@@ -61,8 +61,9 @@ class Stats:
 def write(tree: Tree, path: Path, algo: str, level: int, *, own: Ownership | None = None,
           mkfs_time: int = 0, jobs: int | None = None, progress: Callable[[int], None] | None = None,
           earlier: dict[int, Earlier] | None = None, open_layer: Callable[[int], LayerTar] | None = None,
-          write_behind: bool = False) -> Stats:
-    """Write ``tree`` as a squashfs image at ``path`` (created or truncated). ``earlier``: segments of earlier
+          write_behind: bool = False, base: int = 0) -> Stats:
+    """Write ``tree`` as a squashfs image at ``path`` (created or truncated), starting at byte ``base`` of it (the
+    bytes before are the caller's to write, e.g. a SIF's header). ``earlier``: segments of earlier
     images to copy layers' data from; ``open_layer``: prepares a layer the tree was replayed for;
     ``write_behind``: the file is the artifact, to be fsynced: its data is sent to the disk as it is written
     (:func:`buildkit.fs.files.start_writeback`), so the fsync has little left to wait for."""
@@ -72,7 +73,7 @@ def write(tree: Tree, path: Path, algo: str, level: int, *, own: Ownership | Non
         if os.fstat(fd).st_size:  # only then: on ext4, truncating makes close() flush the whole new file
             os.ftruncate(fd, 0)
         options = compressor_options(algo, level)
-        out = Output(fd, 96 + len(options), write_behind)  # the superblock is written last, at 0
+        out = Output(fd, 96 + len(options), write_behind, base)  # the superblock is written last, at 0
         blocks = BlockWriter(out, make, jobs or min(os.cpu_count() or 1, MAX_JOBS))
         data = DataWriter(tree, blocks, progress, earlier=earlier, open_layer=open_layer)
         try:
@@ -98,7 +99,7 @@ def build(out: Path, compression: Compression, tree: Tree, own: Ownership, *, mk
     """Write ``tree`` as a squashfs image at ``out`` and check the result (``reuse``: see :func:`write`)."""
     stats = write(tree, out, compression.algo, compression.level, own=own, mkfs_time=mkfs_time, progress=progress,
                   **reuse)
-    check(out)
+    check(out, reuse.get("base", 0))
     return stats
 
 
