@@ -167,7 +167,7 @@ class _Watcher(core.InfoWatcher):
         super().__init__(delay_s)
         from ..launch import schedulers
 
-        self.control = schedulers.REGISTRY.get("slurm", "scheduler")
+        self.control = schedulers.local()
 
     def update(self) -> None:
         self._num_calls += 1

@@ -126,22 +126,32 @@ def plan_launch(site: str | Site | None, request: LaunchRequest, *, sites: Folde
     :returns: the plan; its ``warnings`` are what ``ckit launch`` prints as warnings.
     :raises ConfigError: a bad request; :class:`~buildkit.errors.PolicyError` a site rule it breaks (exit 2).
     """
+    return _plan(*_resolved(site, request, sites, defaults))
+
+
+def _resolved(site: str | Site | None, request: LaunchRequest, sites: Folders, defaults: UserConfig | None
+              ) -> tuple[Site, LaunchRequest]:
+    """The site's profile and the request with the user's defaults."""
     from ..config.user import load
-    from ..launch.plan import plan_launch as plan
-    from ..launch.plan import runtime_kind
-    from ._code import code_tree
 
     defaults = defaults if defaults is not None else load()
     named, (site, request) = site, with_defaults(site, request, defaults)
     request = replace(request, image=local_image(request.image))
     try:
-        profile = required_site(site, sites)
+        return required_site(site, sites), request
     except ConfigError as err:
         if named is not None:
             raise
         source = defaults.get("site").source  # CKIT_SITE or the config file's line: the user did not type it
         raise ConfigError(f"{err.message} (the default site, from {source})",
                           hint=(err.hint or "") + f"; fix {source} or give --site") from None
+
+
+def _plan(profile: Site, request: LaunchRequest) -> LaunchPlan:
+    from ..launch.plan import plan_launch as plan
+    from ..launch.plan import runtime_kind
+    from ._code import code_tree
+
     code = code_tree(request.code, runtime_kind(profile, request) == "none") if request.code else None
     return plan(profile, request, image_facts(request.image), code)
 
@@ -162,21 +172,12 @@ def execute(plan: LaunchPlan, how: Execution | None = None, *, preflight: bool =
     :raises ConfigError: a preflight check failed (exit 2), each failure named with its fix.
     """
     how = how or Execution()
-    if preflight and _submits(plan, how):
+    scheduler = scheduler_of(plan)
+    if preflight and scheduler.submits(plan, how):
         from ..cluster import preflight as checks
 
         checks.check(plan, how.cwd)
-    scheduler = scheduler_of(plan)
     return scheduler.execute(plan, scheduler.render(plan), how)
-
-
-def _submits(plan: LaunchPlan, how: Execution) -> bool:
-    """Whether ``how`` queues the job (not a dry run, not only a written script: sbatch is there)."""
-    from ..process import which
-
-    if how.dry_run or how.submit is False or plan.site.scheduler != "slurm" or plan.request.interactive:
-        return False
-    return how.submit is True or which("sbatch") is not None
 
 
 def launch(site: str | Site | None, request: LaunchRequest, how: Execution | None = None, *,
@@ -218,11 +219,13 @@ def shell_command(site: str | Site | None, request: LaunchRequest, *, sites: Fol
 
 def _shell_plan(site: str | Site | None, request: LaunchRequest, sites: Folders, defaults: UserConfig | None
                 ) -> LaunchPlan:
-    from ..launch.schedulers.slurm import SHELL
+    from ..launch import schedulers
 
-    request = replace(request, command=request.command or SHELL, tasks_per_node=request.tasks_per_node or 1,
+    profile, request = _resolved(site, request, sites, defaults)
+    program = schedulers.REGISTRY.get(profile.scheduler, f"site {profile.name} scheduler").shell_program
+    request = replace(request, command=request.command or program, tasks_per_node=request.tasks_per_node or 1,
                       name=request.name if request.name != "ckit" else "ckit-shell")
-    return plan_launch(site, request, sites=sites, defaults=defaults)
+    return _plan(profile, request)
 
 
 def shell(site: str | Site | None, request: LaunchRequest, *, sites: Folders = (),

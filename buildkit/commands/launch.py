@@ -103,10 +103,9 @@ def launch(
 ) -> None:
     """Write a job for SITE, check it against the site's rules and submit it."""
     from .. import api
-    from ..launch.schedulers.slurm import SHELL
 
     request = LaunchRequest(
-        command=tuple(command or (SHELL if interactive else ())), image=image, framework=framework,
+        command=tuple(command or ()), image=image, framework=framework,
         launcher=launcher, rank_table=rank_table,
         nodes=nodes, gpus_per_node=gpus_per_node, tasks_per_node=tasks_per_node, cpus_per_task=cpus_per_task,
         mem=mem, mem_per_cpu=mem_per_cpu, mem_per_gpu=mem_per_gpu,
@@ -172,7 +171,7 @@ def _report(result: schedulers.LaunchResult, as_json: bool, *, watched: bool = F
         emit_json(result.as_json())
     elif result.job_id and not watched:  # waited for: stdout held the job's output, the id is on stderr
         say(result.job_id)
-    elif not result.script or result.scheduler != "slurm":
+    elif not result.script:  # a job written to a file is not printed again
         say(result.text, nl=False)
 
 

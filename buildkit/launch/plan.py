@@ -243,6 +243,8 @@ def plan_launch(site: Site, request: LaunchRequest, facts: ImageFacts | None = N
 
     _check_request(request)
     scheduler = schedulers.REGISTRY.get(site.scheduler, f"site {site.name} scheduler")
+    if request.interactive and not request.command:  # a terminal on the first node: the scheduler's shell
+        request = replace(request, command=scheduler.shell_program)
     framework = frameworks.REGISTRY.get(request.framework, "--framework")
     scheduler.check_framework(site, framework.name)
     launcher = framework.launcher(request.launcher, scheduler.preferred_launchers.get(framework.name))

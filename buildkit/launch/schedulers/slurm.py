@@ -204,6 +204,12 @@ class Slurm(SlurmJobControl, SchedulerBackend):
     variable_prefixes = ("SLURM_",)
     cannot = {"endpoints": "a Slurm job has no platform endpoints: open a shell on its nodes with "
                            "ckit launch --interactive"}
+    shell_program = SHELL
+
+    def submits(self, plan: LaunchPlan, how: Execution) -> bool:
+        if how.dry_run or how.submit is False or plan.request.interactive:
+            return False
+        return _submitting(how)
 
     def render(self, plan: LaunchPlan) -> str:
         return render_sbatch(plan)
@@ -226,7 +232,7 @@ class Slurm(SlurmJobControl, SchedulerBackend):
         if how.wait and plan.request.array:
             raise ConfigError("--wait follows one job; --array submits one per index",
                               hint="drop --wait and follow them with ckit jobs")
-        submitting = bool(how.submit or (how.submit is None and which("sbatch")))
+        submitting = _submitting(how)
         violation = submit_from_violation(plan.site, how.cwd) if submitting else None
         if violation:  # refused before anything is written
             raise violation
@@ -281,6 +287,11 @@ class Slurm(SlurmJobControl, SchedulerBackend):
         require("salloc", purpose="open an interactive allocation", package="slurm-client")
         result.exit_code = interactive(argv, cwd=how.cwd)
         return result
+
+
+def _submitting(how: Execution) -> bool:
+    """--submit, or neither --submit nor --no-submit and sbatch is here."""
+    return bool(how.submit or (how.submit is None and which("sbatch")))
 
 
 def ship_code(plan: LaunchPlan, cwd: Path, result: LaunchResult) -> None:
