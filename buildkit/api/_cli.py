@@ -13,12 +13,12 @@ import importlib
 
 TYPE_CHECKING = False  # not typing's (see buildkit.api)
 if TYPE_CHECKING:
-    from ..cache.importer import main as pyxis_importer
     from ..config import limits
     from ..config.user import KEYS, STORE_MAX_SIZE, UserConfig
     from ..config.user import load as load_settings
     from ..image import SOURCE_FORMS
     from ..image.inspect import render_text as inspect_text
+    from ..importer.pyxis import main as pyxis_importer
     from ..launch.frameworks import REGISTRY as FRAMEWORKS
     from ..launch.jobcontrol import JobEvent
     from ..launch.nccl_report import NcclReport
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 # name -> (module, its name there; None: the module itself)
 _EXPORTS: dict[str, tuple[str, str | None]] = {
-    "pyxis_importer": ("..cache.importer", "main"),
+    "pyxis_importer": ("..importer.pyxis", "main"),
     "limits": ("..config.limits", None),
     **{name: ("..config.user", name) for name in ("KEYS", "STORE_MAX_SIZE", "UserConfig")},
     "load_settings": ("..config.user", "load"),

@@ -4,12 +4,12 @@ field per flag of ``ckit launch`` (``nodes`` is ``-N``, ``env`` the ``--env K=V`
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CkitError, ConfigError
+from ..launch.model import env_pairs as env_pairs
 from ..launch.plan import ImageFacts, LaunchPlan, LaunchRequest
 from ..launch.schedulers import Execution, LaunchResult, SchedulerBackend
 from ._common import Folders, required_site
@@ -20,23 +20,6 @@ if TYPE_CHECKING:
     from ..launch.nccl_report import NcclReport
     from ..site.model import Site
     from ._jobs import Job
-
-
-def env_pairs(env: Mapping[str, str] | Sequence[str] | Sequence[tuple[str, str]], flag: str = "--env"
-              ) -> tuple[tuple[str, str], ...]:
-    """``{"K": "V"}``, ``["K=V"]`` or ``[("K", "V")]`` as the request's pairs."""
-    if isinstance(env, Mapping):
-        return tuple((str(k), str(v)) for k, v in env.items())
-    out = []
-    for item in env:
-        if isinstance(item, str):
-            key, sep, value = item.partition("=")
-            if not sep:
-                raise ConfigError(f"{flag} {item!r} is not K=V", hint=f"write {flag} NAME=value")
-            out.append((key, value))
-        else:
-            out.append((item[0], item[1]))
-    return tuple(out)
 
 
 def image_facts(value: str | None) -> ImageFacts:

@@ -11,10 +11,10 @@ import pytest
 
 import buildkit.api
 import ckit
-from buildkit.api import _executor
 from buildkit.cli import main
 from buildkit.launch import jobrecord, slurmctl
 from buildkit.launch.jobcontrol import parse_since
+from buildkit.orchestration import executor as _executor
 
 
 def test_every_name_is_exported_and_loads():

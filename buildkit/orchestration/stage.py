@@ -1,7 +1,7 @@
 """``ckit stage``: put an image where a site's compute nodes find it, in the format and compression they can use.
 
 * a registry image: resolved to its manifest digest, converted (a ``.sif``/``.sqsh`` artifact is downloaded)
-  into the site's shared image folder in the cache layout of :mod:`.layout`, and recorded under its tag and
+  into the site's shared image folder in the cache layout of :mod:`buildkit.storage.cache`, and recorded under its tag and
   digest; ``ckit launch --image REF`` then finds it, and the Pyxis importer serves the same file;
 * a ckit stack: its newest engine build, converted and recorded under the stack's name (``--image STACK``);
 * a local ``.sif``/``.sqsh``: copied, verified, as it is named, into the stager's own tree (``u<UID>/files/``).
