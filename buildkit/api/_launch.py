@@ -218,8 +218,9 @@ def shell(site: str | Site | None, request: LaunchRequest, *, sites: Folders = (
     from ..process import interactive, require
 
     plan = _shell_plan(site, request, sites, defaults)
-    command = scheduler_of(plan).shell(plan)
-    require(command.argv[0], purpose="open an interactive allocation", package="slurm-client")
+    scheduler = scheduler_of(plan)
+    command = scheduler.shell(plan)
+    require(command.argv[0], purpose="open an interactive allocation", package=scheduler.clients_package or None)
     if plan.code is not None:  # the job's copy of the --code folder, which the shell's step binds
         pack(plan.code, Path.cwd(), default_index())
     return interactive(command.argv)

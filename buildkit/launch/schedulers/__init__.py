@@ -74,6 +74,7 @@ class SchedulerBackend(JobControl, abc.ABC):
     cannot: dict[str, str] = {}
     # what an interactive job or `ckit shell` runs when no command is given (empty: this scheduler opens none)
     shell_program: tuple[str, ...] = ()
+    clients_package = ""  # the Debian package of the scheduler's commands, named when one is missing
 
     def submits(self, plan: LaunchPlan, how: Execution) -> bool:
         """Whether ``how`` queues ``plan``'s job here (not a dry run, not only a written job): what the

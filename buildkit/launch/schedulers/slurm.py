@@ -206,6 +206,7 @@ class Slurm(SlurmJobControl, SchedulerBackend):
     cannot = {"endpoints": "a Slurm job has no platform endpoints: open a shell on its nodes with "
                            "ckit launch --interactive"}
     shell_program = SHELL
+    clients_package = "slurm-client"
 
     def submits(self, plan: LaunchPlan, how: Execution) -> bool:
         if how.dry_run or how.submit is False or plan.request.interactive:
@@ -270,7 +271,7 @@ class Slurm(SlurmJobControl, SchedulerBackend):
         if plan.request.fetch:
             fetch(plan, how.cwd)
         ship_code(plan, how.cwd, result)
-        require("salloc", purpose="open an interactive allocation", package="slurm-client")
+        require("salloc", purpose="open an interactive allocation", package=self.clients_package)
         result.exit_code = interactive(argv, cwd=how.cwd)
         return result
 
