@@ -29,7 +29,7 @@ def cache_folder(folder: str | Path | None = None, site: str | Site | None = Non
         return CacheDir(Path(folder)), None
     profile = site_profile(site, sites)
     if profile is not None:
-        from ..registry.stage import stage_dir
+        from ..orchestration.stage import stage_dir
 
         return CacheDir(stage_dir(profile.shared_image_dir, None, profile.name)), None
     cfg = config.load(sites_dirs=tuple(folders(sites)))

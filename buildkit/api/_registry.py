@@ -187,7 +187,7 @@ def plan_stage(source: str | Path, *, site: str | Site | None = None, dest: str 
                sites: Folders = ()) -> StagePlan:
     """What :func:`stage` would do (``ckit stage --dry-run``)."""
     from ..orchestration import stage as staging
-    from ..registry.stage import stage_dir
+    from ..orchestration.stage import stage_dir
 
     if site is None and dest is None:
         raise ConfigError("ckit stage needs --site SITE or --dest DIR")
