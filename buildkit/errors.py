@@ -58,7 +58,12 @@ class ConvertError(CkitError):
 
 
 class RegistryError(CkitError):
-    """A registry operation failed."""
+    """A registry operation failed. ``unreachable``: no answer came (no connection, none within the deadline,
+    one that broke off), as opposed to an answer that refused; the registry client says which where it raises."""
+
+    def __init__(self, message: str, *, hint: str | None = None, unreachable: bool = False) -> None:
+        super().__init__(message, hint=hint)
+        self.unreachable = unreachable
 
 
 class LaunchError(CkitError):

@@ -1,7 +1,7 @@
 """A process's identity on this host: its pid and its start time, so that a reused pid is not taken for it.
 
 Standard library only and cheap to import: the Pyxis importer reads it before its own start-up (see
-:mod:`buildkit.cache.peers`), leases read it for every holder on this host (:mod:`buildkit.storage.lease`).
+:mod:`buildkit.importer.peers`), leases read it for every holder on this host (:mod:`buildkit.storage.lease`).
 """
 
 from __future__ import annotations

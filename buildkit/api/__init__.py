@@ -13,7 +13,6 @@ import importlib
 
 TYPE_CHECKING = False  # not typing's: importing typing costs the Pyxis importer's start-up
 if TYPE_CHECKING:
-    from ..cache.stage import StagePlan, StageResult
     from ..errors import (
         BuildError,
         CkitError,
@@ -39,6 +38,7 @@ if TYPE_CHECKING:
     from ..launch.plan import LaunchPlan, LaunchRequest
     from ..launch.schedulers import Execution, LaunchResult
     from ..orchestration.build import BuildPlan, BuildResult
+    from ..orchestration.stage import StagePlan, StageResult
     from ..progress import Meter, Reporter
     from ..registry.push import PushOutcome
     from ..registry.push_plan import PushPlan
@@ -97,7 +97,7 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("Reporter", "Meter"), "..progress"),
     **dict.fromkeys(("BuildPlan", "BuildResult"), "..orchestration.build"),
     "ConvertResult": "..image.convert", "PushOutcome": "..registry.push", "PushPlan": "..registry.push_plan",
-    **dict.fromkeys(("StagePlan", "StageResult"), "..cache.stage"),
+    **dict.fromkeys(("StagePlan", "StageResult"), "..orchestration.stage"),
     "Site": "..site.model",
 }
 

@@ -12,7 +12,7 @@ from ..errors import ConfigError
 from ._common import Folders, folders, site_profile
 
 if TYPE_CHECKING:
-    from ..cache.config import ImporterConfig
+    from ..importer.config import ImporterConfig
     from ..site.model import Site
     from ..storage.cache import CacheDir, CacheEntry, Pruned
     from ..storage.reuse_files import ReuseSweep
@@ -22,14 +22,14 @@ def cache_folder(folder: str | Path | None = None, site: str | Site | None = Non
                  sites: Folders = ()) -> tuple[CacheDir, ImporterConfig | None]:
     """The cache: ``folder``, else the site's shared image folder, else the importer's (``/etc/ckit/importer.yaml``
     or ``CKIT_CLUSTER_CACHE``) with its configuration."""
-    from ..cache import config
+    from ..importer import config
     from ..storage.cache import CacheDir
 
     if folder is not None:
         return CacheDir(Path(folder)), None
     profile = site_profile(site, sites)
     if profile is not None:
-        from ..registry.stage import stage_dir
+        from ..orchestration.stage import stage_dir
 
         return CacheDir(stage_dir(profile.shared_image_dir, None, profile.name)), None
     cfg = config.load(sites_dirs=tuple(folders(sites)))

@@ -26,12 +26,12 @@ def _path(value: str | Path | None) -> Path | None:
 def scheduler_for(site: str | Site | None = None, job_id: str | None = None, *, sites: Folders = (),
                   records: str | Path | None = None) -> SchedulerBackend:
     """The scheduler of ``site``; without one, the scheduler ckit recorded for ``job_id`` when it submitted
-    it; else Slurm (the cluster ``SLURM_CONF`` names)."""
+    it; else the scheduler this machine's clients reach (:func:`~buildkit.launch.schedulers.local`)."""
     profile = site_profile(site, sites)
     if profile is not None:
         return schedulers.REGISTRY.get(profile.scheduler, f"site {profile.name} scheduler")
     record = jobrecord.find(job_id, _path(records)) if job_id else None
-    return schedulers.REGISTRY.get(record.scheduler if record else "slurm", "scheduler")
+    return schedulers.REGISTRY.get(record.scheduler, "scheduler") if record else schedulers.local()
 
 
 def jobs(*, site: str | Site | None = None, everyone: bool = False, since: str | float | None = None,

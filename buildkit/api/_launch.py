@@ -4,12 +4,12 @@ field per flag of ``ckit launch`` (``nodes`` is ``-N``, ``env`` the ``--env K=V`
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CkitError, ConfigError
+from ..launch.model import env_pairs as env_pairs
 from ..launch.plan import ImageFacts, LaunchPlan, LaunchRequest
 from ..launch.schedulers import Execution, LaunchResult, SchedulerBackend
 from ._common import Folders, required_site
@@ -20,23 +20,6 @@ if TYPE_CHECKING:
     from ..launch.nccl_report import NcclReport
     from ..site.model import Site
     from ._jobs import Job
-
-
-def env_pairs(env: Mapping[str, str] | Sequence[str] | Sequence[tuple[str, str]], flag: str = "--env"
-              ) -> tuple[tuple[str, str], ...]:
-    """``{"K": "V"}``, ``["K=V"]`` or ``[("K", "V")]`` as the request's pairs."""
-    if isinstance(env, Mapping):
-        return tuple((str(k), str(v)) for k, v in env.items())
-    out = []
-    for item in env:
-        if isinstance(item, str):
-            key, sep, value = item.partition("=")
-            if not sep:
-                raise ConfigError(f"{flag} {item!r} is not K=V", hint=f"write {flag} NAME=value")
-            out.append((key, value))
-        else:
-            out.append((item[0], item[1]))
-    return tuple(out)
 
 
 def image_facts(value: str | None) -> ImageFacts:
@@ -126,22 +109,32 @@ def plan_launch(site: str | Site | None, request: LaunchRequest, *, sites: Folde
     :returns: the plan; its ``warnings`` are what ``ckit launch`` prints as warnings.
     :raises ConfigError: a bad request; :class:`~buildkit.errors.PolicyError` a site rule it breaks (exit 2).
     """
+    return _plan(*_resolved(site, request, sites, defaults))
+
+
+def _resolved(site: str | Site | None, request: LaunchRequest, sites: Folders, defaults: UserConfig | None
+              ) -> tuple[Site, LaunchRequest]:
+    """The site's profile and the request with the user's defaults."""
     from ..config.user import load
-    from ..launch.plan import plan_launch as plan
-    from ..launch.plan import runtime_kind
-    from ._code import code_tree
 
     defaults = defaults if defaults is not None else load()
     named, (site, request) = site, with_defaults(site, request, defaults)
     request = replace(request, image=local_image(request.image))
     try:
-        profile = required_site(site, sites)
+        return required_site(site, sites), request
     except ConfigError as err:
         if named is not None:
             raise
         source = defaults.get("site").source  # CKIT_SITE or the config file's line: the user did not type it
         raise ConfigError(f"{err.message} (the default site, from {source})",
                           hint=(err.hint or "") + f"; fix {source} or give --site") from None
+
+
+def _plan(profile: Site, request: LaunchRequest) -> LaunchPlan:
+    from ..launch.plan import plan_launch as plan
+    from ..launch.plan import runtime_kind
+    from ._code import code_tree
+
     code = code_tree(request.code, runtime_kind(profile, request) == "none") if request.code else None
     return plan(profile, request, image_facts(request.image), code)
 
@@ -162,21 +155,12 @@ def execute(plan: LaunchPlan, how: Execution | None = None, *, preflight: bool =
     :raises ConfigError: a preflight check failed (exit 2), each failure named with its fix.
     """
     how = how or Execution()
-    if preflight and _submits(plan, how):
+    scheduler = scheduler_of(plan)
+    if preflight and scheduler.submits(plan, how):
         from ..cluster import preflight as checks
 
         checks.check(plan, how.cwd)
-    scheduler = scheduler_of(plan)
     return scheduler.execute(plan, scheduler.render(plan), how)
-
-
-def _submits(plan: LaunchPlan, how: Execution) -> bool:
-    """Whether ``how`` queues the job (not a dry run, not only a written script: sbatch is there)."""
-    from ..process import which
-
-    if how.dry_run or how.submit is False or plan.site.scheduler != "slurm" or plan.request.interactive:
-        return False
-    return how.submit is True or which("sbatch") is not None
 
 
 def launch(site: str | Site | None, request: LaunchRequest, how: Execution | None = None, *,
@@ -218,11 +202,13 @@ def shell_command(site: str | Site | None, request: LaunchRequest, *, sites: Fol
 
 def _shell_plan(site: str | Site | None, request: LaunchRequest, sites: Folders, defaults: UserConfig | None
                 ) -> LaunchPlan:
-    from ..launch.schedulers.slurm import SHELL
+    from ..launch import schedulers
 
-    request = replace(request, command=request.command or SHELL, tasks_per_node=request.tasks_per_node or 1,
+    profile, request = _resolved(site, request, sites, defaults)
+    program = schedulers.REGISTRY.get(profile.scheduler, f"site {profile.name} scheduler").shell_program
+    request = replace(request, command=request.command or program, tasks_per_node=request.tasks_per_node or 1,
                       name=request.name if request.name != "ckit" else "ckit-shell")
-    return plan_launch(site, request, sites=sites, defaults=defaults)
+    return _plan(profile, request)
 
 
 def shell(site: str | Site | None, request: LaunchRequest, *, sites: Folders = (),
@@ -232,8 +218,9 @@ def shell(site: str | Site | None, request: LaunchRequest, *, sites: Folders = (
     from ..process import interactive, require
 
     plan = _shell_plan(site, request, sites, defaults)
-    command = scheduler_of(plan).shell(plan)
-    require(command.argv[0], purpose="open an interactive allocation", package="slurm-client")
+    scheduler = scheduler_of(plan)
+    command = scheduler.shell(plan)
+    require(command.argv[0], purpose="open an interactive allocation", package=scheduler.clients_package or None)
     if plan.code is not None:  # the job's copy of the --code folder, which the shell's step binds
         pack(plan.code, Path.cwd(), default_index())
     return interactive(command.argv)

@@ -13,7 +13,7 @@ from ..progress import Reporter
 from ._common import Folders, Log, folders, quiet, reporter, site_profile
 
 if TYPE_CHECKING:
-    from ..cache.stage import StagePlan, StageResult
+    from ..orchestration.stage import StagePlan, StageResult
     from ..registry.push import PushOutcome
     from ..registry.push_plan import PushPlan
     from ..site.model import Site
@@ -38,7 +38,7 @@ def _checked_site(source: str, site: str | Site | None, sites: Folders) -> Site 
     profile = site_profile(site, sites)
     if profile is None:
         return None
-    from ..cache.stage import check_fits, site_target
+    from ..orchestration.stage import check_fits, site_target
     from ..registry.transfer.artifacts import detect_kind
 
     path = Path(source)
@@ -186,8 +186,8 @@ def plan_stage(source: str | Path, *, site: str | Site | None = None, dest: str 
                to: str | None = None, compress: str | None = None, recipes: Folders = (),
                sites: Folders = ()) -> StagePlan:
     """What :func:`stage` would do (``ckit stage --dry-run``)."""
-    from ..cache import stage as staging
-    from ..registry.stage import stage_dir
+    from ..orchestration import stage as staging
+    from ..orchestration.stage import stage_dir
 
     if site is None and dest is None:
         raise ConfigError("ckit stage needs --site SITE or --dest DIR")
@@ -212,7 +212,7 @@ def stage(source: str | Path, *, site: str | Site | None = None, dest: str | Pat
     :param on_log: called with each progress message.
     :returns: the staged file (:meth:`StageResult.as_json` is ``ckit stage --json``).
     """
-    from ..cache import stage as staging
+    from ..orchestration import stage as staging
     from ..registry.distribution.reference import parse
 
     plan = plan_stage(source, site=site, dest=dest, to=to, compress=compress, recipes=recipes, sites=sites)

@@ -24,13 +24,13 @@ from rich.console import Console
 from typer.core import TyperGroup
 
 from .. import __version__
-from ..config.user import STORE_MAX_SIZE
+from ..api._cli import STORE_MAX_SIZE
 from ..outside import ascii_float, ascii_int, shown
 from .flags import hoist_global_flags
 from .usage import ARGV_KEY, is_usage_error, reword
 
 if TYPE_CHECKING:
-    from ..config.user import UserConfig
+    from ..api._cli import UserConfig
     from .progress_bars import RichReporter
 
 
@@ -155,9 +155,9 @@ def _global(
         "--show-completion", callback=_show_completion, is_eager=True,
         help="Print the completion script for that shell and exit.")] = False,
 ) -> None:
-    from ..config.user import load
+    from ..api._cli import load_settings
 
-    SETTINGS.config = load(flags={"recipes": recipes or [], "sites": sites or []})
+    SETTINGS.config = load_settings(flags={"recipes": recipes or [], "sites": sites or []})
     SETTINGS.recipes_dirs = list(SETTINGS.config.folders("recipes"))
     SETTINGS.sites_dirs = list(SETTINGS.config.folders("sites"))
     SETTINGS.store_max_size = SETTINGS.config.store_max_size
@@ -204,7 +204,7 @@ DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the plan; chan
 
 def _complete_stack(incomplete: str) -> list[str]:
     """Stack names for shell completion (the built-ins and CKIT_RECIPES_PATH; --recipes is not parsed yet)."""
-    from ..recipe.catalog import Catalog
+    from ..api._cli import Catalog
 
     try:
         return [name for name in Catalog.from_dirs().stack_names() if name.startswith(incomplete)]
@@ -218,7 +218,7 @@ StackArg = Annotated[str, typer.Argument(metavar="STACK", help="Stack name (see 
 
 def complete_site(incomplete: str) -> list[str]:
     """Site names for shell completion (the built-ins and CKIT_SITES_PATH)."""
-    from ..site.load import list_sites
+    from ..api._cli import list_sites
 
     try:
         return [site.name for site in list_sites() if site.name.startswith(incomplete)]

@@ -108,14 +108,14 @@ def prune(
 def importer_get(uri: Annotated[str, typer.Argument(metavar="IMAGE_URI", help=(
         "docker://[USER@][REGISTRY#]IMAGE[:TAG][@sha256:DIGEST], as Pyxis passes it."))]) -> None:
     """Print the path of the cached squashfs of IMAGE_URI (converted into the cluster cache on first use)."""
-    from ..cache.importer import main
+    from ..api._cli import pyxis_importer
 
-    raise typer.Exit(main(["get", uri]))
+    raise typer.Exit(pyxis_importer(["get", uri]))
 
 
 @importer_app.command("release")
 def importer_release() -> None:
     """Drop what `get` holds for this Slurm step (idempotent)."""
-    from ..cache.importer import main
+    from ..api._cli import pyxis_importer
 
-    raise typer.Exit(main(["release"]))
+    raise typer.Exit(pyxis_importer(["release"]))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from ..config.user import KEYS
+from ..api._cli import KEYS
 from ..outside import shown
 from .app import SETTINGS, JsonOpt, app, emit_json, say
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ..image import SOURCE_FORMS
+from ..api._cli import SOURCE_FORMS
 from .app import SETTINGS, JsonOpt, app, emit_json, info, progress, say
 
 

@@ -17,10 +17,10 @@ def inspect(
 ) -> None:
     """Show what a .sif or .sqsh holds: SIF header and objects, labels, environment, runscript or /etc/rc."""
     from .. import api
-    from ..image.inspect import render_text
+    from ..api._cli import inspect_text
 
     report = api.inspect(file)
     if as_json:
         emit_json(report)
         return
-    say(render_text(report), nl=False)
+    say(inspect_text(report), nl=False)

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..config import limits
+from ..api._cli import limits
 from ..outside import shown
 from .app import SETTINGS, JsonOpt, app, complete_site, emit_json, info, say, whole_number
 
 if TYPE_CHECKING:
-    from ..launch.jobcontrol import JobEntry
+    from ..api import JobEntry
 
 Opt = typer.Option
 JobArg = Annotated[str, typer.Argument(metavar="JOB", help="Slurm job id.")]
@@ -134,9 +134,8 @@ def shell_cmd(
 ) -> None:
     """A shell in the container on a compute node (salloc + srun --pty), with the site's rules checked."""
     from .. import api
-    from ..launch.plan import LaunchRequest
 
-    request = LaunchRequest(command=tuple(command or ()), image=image, runtime=runtime, partition=partition,
+    request = api.LaunchRequest(command=tuple(command or ()), image=image, runtime=runtime, partition=partition,
                             account=account, comment=comment, time=time, gpus_per_node=gpus_per_node,
                             tasks_per_node=1, name="ckit-shell", mounts=tuple(mount or ()),
                             env=api.env_pairs(env or ()))

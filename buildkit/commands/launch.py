@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..launch import frameworks, nccl_report, runtimes, schedulers
-from ..launch.jobcontrol import JobEvent
-from ..launch.plan import LaunchRequest
+from ..api._cli import FRAMEWORKS, RUNTIMES, JobEvent, NcclReport
 from ..outside import shown
 from .app import SETTINGS, DryRunOpt, JsonOpt, app, emit_json, info, number, say, warn, whole_number
+
+if TYPE_CHECKING:
+    from ..api import LaunchResult
 
 Opt = typer.Option
 Many = list[str] | None
@@ -26,9 +27,9 @@ def launch(
         "naming a variable the job defines (SLURM_*, the framework's, --env names), filled in per task; $$ is a "
         "literal $."))] = None,
     image: Annotated[str | None, Opt("--image", metavar="REF|PATH|STACK", help="Image to run.")] = None,
-    framework: Annotated[str, Opt("--framework", help=frameworks.REGISTRY.help() + ".")] = "none",
+    framework: Annotated[str, Opt("--framework", help=FRAMEWORKS.help() + ".")] = "none",
     launcher: Annotated[str | None, Opt("--launcher", help="; ".join(
-        f"{f.name}: {'|'.join(f.launchers)}" for f in frameworks.REGISTRY.all() if f.launchers) + ".")] = None,
+        f"{f.name}: {'|'.join(f.launchers)}" for f in FRAMEWORKS.all() if f.launchers) + ".")] = None,
     rank_table: Annotated[str | None, Opt("--rank-table", help="MindSpore rank table: v1 or legacy (0.x); "
                                                                 "default: the site's, else v1.")] = None,
     nodes: Annotated[int, Opt("-N", "--nodes", parser=whole_number, help="Number of nodes.")] = 1,
@@ -58,7 +59,7 @@ def launch(
         "Ship the code folder DIR with the job, laid over the image at DEST (default: where the stack's "
         "`files as code` copies DIR), read-only: an edit needs no rebuild. The tasks find it at $CKIT_CODE."
     ))] = None,
-    runtime: Annotated[str | None, Opt("--runtime", help=runtimes.REGISTRY.help()
+    runtime: Annotated[str | None, Opt("--runtime", help=RUNTIMES.help()
                                        + " (default: the site's first).")] = None,
     workdir: Annotated[str | None, Opt("--workdir", metavar="DIR",
                                        help="Folder the tasks start in (default: the submit folder).")] = None,
@@ -103,10 +104,9 @@ def launch(
 ) -> None:
     """Write a job for SITE, check it against the site's rules and submit it."""
     from .. import api
-    from ..launch.schedulers.slurm import SHELL
 
-    request = LaunchRequest(
-        command=tuple(command or (SHELL if interactive else ())), image=image, framework=framework,
+    request = api.LaunchRequest(
+        command=tuple(command or ()), image=image, framework=framework,
         launcher=launcher, rank_table=rank_table,
         nodes=nodes, gpus_per_node=gpus_per_node, tasks_per_node=tasks_per_node, cpus_per_task=cpus_per_task,
         mem=mem, mem_per_cpu=mem_per_cpu, mem_per_gpu=mem_per_gpu,
@@ -120,7 +120,7 @@ def launch(
     for message in plan.warnings:
         warn(message)
     watcher = _Watcher(show_output=not as_json)
-    result = api.execute(plan, schedulers.Execution(dry_run=dry_run, submit=do_submit, wait=wait, script=script,
+    result = api.execute(plan, api.Execution(dry_run=dry_run, submit=do_submit, wait=wait, script=script,
                                                     on_event=watcher if wait else None),
                          preflight=preflight)
     for message in result.warnings[len(plan.warnings):]:
@@ -150,7 +150,7 @@ class _Watcher:
             typer.echo(text, nl=False, err=event.piece.stream == "error")
 
 
-def _report(result: schedulers.LaunchResult, as_json: bool, *, watched: bool = False) -> None:
+def _report(result: LaunchResult, as_json: bool, *, watched: bool = False) -> None:
     for target, local in result.files.items():
         info(f"wrote {local}: copy it to {target} on the platform")
     if "code" in result.extra:
@@ -165,14 +165,14 @@ def _report(result: schedulers.LaunchResult, as_json: bool, *, watched: bool = F
         info(f"job {result.job_id} finished with exit code {result.exit_code}; output: {result.output}"
              + (f"; script: {result.script}" if watched else ""))
     for run in result.extra.get("nccl", []):
-        info(nccl_report.NcclReport.from_dict(run).text().rstrip("\n"))
+        info(NcclReport.from_dict(run).text().rstrip("\n"))
     if "nccl_error" in result.extra:
         warn(f"no nccl-tests report: {result.extra['nccl_error']}")
     if as_json:
         emit_json(result.as_json())
     elif result.job_id and not watched:  # waited for: stdout held the job's output, the id is on stderr
         say(result.job_id)
-    elif not result.script or result.scheduler != "slurm":
+    elif not result.script:  # a job written to a file is not printed again
         say(result.text, nl=False)
 
 

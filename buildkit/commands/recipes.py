@@ -40,13 +40,13 @@ def show_cmd(
 ) -> None:
     """The resolved stack: layers, parameters, stack facts (CUDA, driver, NCCL…) and warnings."""
     from .. import api
-    from ..recipe import describe
+    from ..api._cli import show_text
 
     data = api.show(stack, sets=sets or [], ngc=ngc, recipes=SETTINGS.recipes_dirs)
     if json_out:
         emit_json(data)
     else:
-        say(describe.show_text(data), nl=False)
+        say(show_text(data), nl=False)
 
 
 @app.command("render")

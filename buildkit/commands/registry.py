@@ -8,10 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ..api._cli import ENV_PASSWORD, ENV_USER, SOURCE_FORMS, from_env, parse_registry
 from ..errors import ConfigError
-from ..image import SOURCE_FORMS
-from ..registry.distribution.auth import ENV_PASSWORD, ENV_USER, from_env
-from ..registry.distribution.reference import parse_registry
 from .app import (
     SETTINGS,
     DryRunOpt,
@@ -28,7 +26,7 @@ from .app import (
 )
 
 if TYPE_CHECKING:  # the machinery is imported when a command runs (start-up time)
-    from ..registry.push_plan import PushPlan
+    from ..api import PushPlan
 
 # The HTTP stack (requests) is imported inside the commands, so that `ckit --help` and the other commands
 # do not pay for it.
@@ -102,7 +100,7 @@ def push(
     """Push an image, a .sif or a .sqsh to an OCI registry through ckit's own client (blobs it already has are
     not sent again; plain image layers are gzip-compressed, the same bytes every time)."""
     from .. import api
-    from ..registry.transfer.annotations import parse_pairs
+    from ..api._cli import parse_pairs
 
     if dry_run:
         _show_plan(api.plan_push(source, ref, image_format=image_format, sets=sets or [], site=site,

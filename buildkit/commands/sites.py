@@ -21,8 +21,7 @@ def sites(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """List the site profiles."""
     if ctx.invoked_subcommand is not None:
         return
-    from ..site import list_sites
-    from ..site.describe import site_summary
+    from ..api._cli import list_sites, site_summary
 
     found = list_sites(SETTINGS.sites_dirs)
     if as_json:
@@ -37,8 +36,7 @@ def sites(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 def show(name: Annotated[str, typer.Argument(metavar="SITE", help="Site name.", autocompletion=complete_site)],
          as_json: JsonOpt = False) -> None:
     """Every value of a site profile with its verified/seed/uncertain tag."""
-    from ..site import load_site
-    from ..site.describe import site_data, site_text
+    from ..api._cli import load_site, site_data, site_text
 
     site = load_site(name, SETTINGS.sites_dirs)
     if as_json:
@@ -65,8 +63,7 @@ def detect(
     """Write a site profile from what the cluster says: Slurm's partitions, GPUs and rules, the runtimes, modules and
     file systems of the login node and of a compute node (a one-task probe job); every value tagged."""
     from .. import api
-    from ..site.describe import site_text
-    from ..site.load import load_site_file
+    from ..api._cli import load_site_file, site_text
 
     found = api.detect_site(name, output=output or Path(f"{name}.yaml"), compare=compare, partition=partition,
                             registry_url=registry_url, sites=SETTINGS.sites_dirs, on_step=info)

@@ -2,7 +2,7 @@
 made inside a shared root), in :mod:`.files` the atomic artifacts, the output guard and the bounded readers.
 
 This package's root is cheap to import on purpose: a Pyxis importer handed its image by a peer on the same node
-uses it without loading anything else (see :mod:`buildkit.cache.peers`).
+uses it without loading anything else (see :mod:`buildkit.importer.peers`).
 """
 
 from __future__ import annotations

@@ -3,8 +3,10 @@ resolved plan (:mod:`.plan` makes it; the backends read it)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ..errors import ConfigError
 from ..site.model import Partition, Runtime, Site
 from .code import CodeTree
 
@@ -161,3 +163,20 @@ class LaunchPlan:
         """srun's --mpi for MPI steps: --mpi, else the site's (``none``: srun's default)."""
         chosen = self.request.mpi or self.site.mpi_plugin
         return None if chosen == "none" else chosen
+
+
+def env_pairs(env: Mapping[str, str] | Sequence[str] | Sequence[tuple[str, str]], flag: str = "--env"
+              ) -> tuple[tuple[str, str], ...]:
+    """``{"K": "V"}``, ``["K=V"]`` or ``[("K", "V")]`` as the request's pairs."""
+    if isinstance(env, Mapping):
+        return tuple((str(k), str(v)) for k, v in env.items())
+    out = []
+    for item in env:
+        if isinstance(item, str):
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ConfigError(f"{flag} {item!r} is not K=V", hint=f"write {flag} NAME=value")
+            out.append((key, value))
+        else:
+            out.append((item[0], item[1]))
+    return tuple(out)

@@ -7,6 +7,7 @@ The runtimes, frameworks and schedulers are named backends (see ``runtimes/``, `
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import replace
 
 from ..config.searchpath import suggest
@@ -65,7 +66,22 @@ def classify_image(value: str, site: Site, runtime: Runtime) -> Image:
     return Image("ref", value.removeprefix("docker://"))
 
 
-def _check_sbatch_fields(req: LaunchRequest) -> None:
+# A request's fields checked before anything is resolved, one rule per field or pair of fields, in the order
+# the first broken one is reported; each raises a ConfigError naming the flag and the fix.
+def _rank_table(req: LaunchRequest) -> None:
+    if req.rank_table is not None and req.rank_table not in RANK_TABLES:
+        raise ConfigError(f"--rank-table {req.rank_table!r} is unknown", hint="v1 (MindSpore >= 1.x) or legacy (0.x)")
+
+
+def _counts(req: LaunchRequest) -> None:
+    for flag, value in [("--nodes", req.nodes), ("--gpus-per-node", req.gpus_per_node),
+                        ("--tasks-per-node", req.tasks_per_node), ("--cpus-per-task", req.cpus_per_task),
+                        ("--devices-per-node", req.devices_per_node)]:
+        if value is not None and (value < (0 if flag == "--gpus-per-node" else 1)):
+            raise ConfigError(f"{flag} {value} is out of range", hint=f"give a positive {flag}")
+
+
+def _sbatch_words(req: LaunchRequest) -> None:
     check_sbatch_value("--name", req.name)
     for flag, value in [("--partition", req.partition), ("--account", req.account), ("--comment", req.comment),
                         ("--network-interface", req.network_interface), ("--mpi", req.mpi)]:
@@ -73,6 +89,9 @@ def _check_sbatch_fields(req: LaunchRequest) -> None:
             check_sbatch_value(flag, value)
     if req.time is not None:
         time_minutes(req.time)
+
+
+def _logs(req: LaunchRequest) -> None:
     for flag, value in [("--output", req.output), ("--error", req.error)]:
         if value is not None and not _LOG_PATH.fullmatch(value):
             raise ConfigError(f"{flag} {value!r}: a log file name without spaces or shell characters",
@@ -81,26 +100,9 @@ def _check_sbatch_fields(req: LaunchRequest) -> None:
             raise ConfigError(f"{flag} {value!r}: its folder names something only the job knows; Slurm opens the "
                               "log before the job starts and creates no folder, so ckit makes it first",
                               hint=f"keep %j and the like in the file name: {flag} out/%x.o%j")
-    _check_memory(req)
-    if req.array is not None and not _ARRAY.fullmatch(req.array):
-        raise ConfigError(f"--array {req.array!r} is not sbatch's index list",
-                          hint="e.g. --array 0-9, --array 1,3,5 or --array 0-99%10 (at most 10 at once)")
-    for job in req.after:
-        if not _JOB_ID.fullmatch(job):
-            raise ConfigError(f"--after {job!r} is not a job id", hint="e.g. --after 12345 (repeat it for more)")
-    for endpoint in req.endpoints:
-        if endpoint not in ENDPOINTS:
-            raise ConfigError(f"--endpoint {endpoint!r} is not one of the platform's", hint=", ".join(ENDPOINTS))
-    if req.interactive and req.array:
-        raise ConfigError("--interactive opens one allocation; --array submits many jobs", hint="drop one of them")
-    if req.mail_type is not None and not all(t in _MAIL_TYPES for t in req.mail_type.split(",")):
-        raise ConfigError(f"--mail-type {req.mail_type!r} is not sbatch's", hint=f"one or more of: {', '.join(_MAIL_TYPES)}")
-    if req.mail_user is not None and not _MAIL_USER.fullmatch(req.mail_user):
-        raise ConfigError(f"--mail-user {req.mail_user!r} is not a mail address or user name",
-                          hint="e.g. --mail-user alice@example.org")
 
 
-def _check_memory(req: LaunchRequest) -> None:
+def _memory(req: LaunchRequest) -> None:
     given_memory = [name for name in MEMORY if getattr(req, name) is not None]
     for name in given_memory:
         value = getattr(req, name)
@@ -112,35 +114,80 @@ def _check_memory(req: LaunchRequest) -> None:
                           hint="keep one of them: --mem per node, --mem-per-cpu or --mem-per-gpu")
 
 
-def _check_request(req: LaunchRequest) -> None:
-    if req.rank_table is not None and req.rank_table not in RANK_TABLES:
-        raise ConfigError(f"--rank-table {req.rank_table!r} is unknown", hint="v1 (MindSpore >= 1.x) or legacy (0.x)")
-    for flag, value in [("--nodes", req.nodes), ("--gpus-per-node", req.gpus_per_node),
-                        ("--tasks-per-node", req.tasks_per_node), ("--cpus-per-task", req.cpus_per_task),
-                        ("--devices-per-node", req.devices_per_node)]:
-        if value is not None and (value < (0 if flag == "--gpus-per-node" else 1)):
-            raise ConfigError(f"{flag} {value} is out of range", hint=f"give a positive {flag}")
-    _check_sbatch_fields(req)
+def _array(req: LaunchRequest) -> None:
+    if req.array is not None and not _ARRAY.fullmatch(req.array):
+        raise ConfigError(f"--array {req.array!r} is not sbatch's index list",
+                          hint="e.g. --array 0-9, --array 1,3,5 or --array 0-99%10 (at most 10 at once)")
+
+
+def _after(req: LaunchRequest) -> None:
+    for job in req.after:
+        if not _JOB_ID.fullmatch(job):
+            raise ConfigError(f"--after {job!r} is not a job id", hint="e.g. --after 12345 (repeat it for more)")
+
+
+def _endpoints(req: LaunchRequest) -> None:
+    for endpoint in req.endpoints:
+        if endpoint not in ENDPOINTS:
+            raise ConfigError(f"--endpoint {endpoint!r} is not one of the platform's", hint=", ".join(ENDPOINTS))
+
+
+def _interactive(req: LaunchRequest) -> None:
+    if req.interactive and req.array:
+        raise ConfigError("--interactive opens one allocation; --array submits many jobs", hint="drop one of them")
+
+
+def _mail(req: LaunchRequest) -> None:
+    if req.mail_type is not None and not all(t in _MAIL_TYPES for t in req.mail_type.split(",")):
+        raise ConfigError(f"--mail-type {req.mail_type!r} is not sbatch's", hint=f"one or more of: {', '.join(_MAIL_TYPES)}")
+    if req.mail_user is not None and not _MAIL_USER.fullmatch(req.mail_user):
+        raise ConfigError(f"--mail-user {req.mail_user!r} is not a mail address or user name",
+                          hint="e.g. --mail-user alice@example.org")
+
+
+def _env(req: LaunchRequest) -> None:
     for key, _ in req.env:
         if not ENV_NAME.fullmatch(key):
             raise ConfigError(f"--env {key!r}: not a variable name", hint="use letters, digits and _ (K=V)")
+
+
+def _mounts(req: LaunchRequest) -> None:
     for mount in req.mounts:
         parts = mount.split(":")
         if len(parts) not in (2, 3) or not all(_MOUNT_PATH.fullmatch(p) for p in parts[:2]) or \
                 (len(parts) == 3 and parts[2] not in ("ro", "rw")):
             raise ConfigError(f"--mount {mount!r} is not SRC:DST[:ro|rw] with absolute paths",
                               hint="absolute paths without ',' or ':', e.g. --mount /data:/data:ro")
+
+
+def _workdir(req: LaunchRequest) -> None:
     if req.workdir is not None and not _MOUNT_PATH.fullmatch(req.workdir):
         raise ConfigError(f"--workdir {req.workdir!r} is not an absolute path",
                           hint="the folder the tasks start in, e.g. --workdir /code")
+
+
+def _modules(req: LaunchRequest) -> None:
     for module in req.modules:
         if not _MODULE.fullmatch(module):
             raise ConfigError(f"--module {module!r} is not a module name", hint="e.g. --module cuda/11.4")
+
+
+def _lines(req: LaunchRequest) -> None:
     for flag, line in [("--conda", req.conda), ("--venv", req.venv), *(("--pre", p) for p in req.pre),
                        *(("--fetch", f) for f in req.fetch)]:
         if line is not None and ("\n" in line or "\0" in line or not line.strip()):
             raise ConfigError(f"{flag} {line!r}: one non-empty line", hint=f"repeat {flag} for more" if
                               flag in ("--pre", "--fetch") else f"give the {flag.lstrip('-')} environment's name or path")
+
+
+REQUEST_CHECKS: tuple[Callable[[LaunchRequest], None], ...] = (
+    _rank_table, _counts, _sbatch_words, _logs, _memory, _array, _after, _endpoints, _interactive, _mail, _env,
+    _mounts, _workdir, _modules, _lines)
+
+
+def _check_request(req: LaunchRequest) -> None:
+    for check in REQUEST_CHECKS:
+        check(req)
 
 
 def _resources(site: Site, part: Partition | None, req: LaunchRequest, per_node: bool) -> tuple[int, int, int]:
@@ -243,6 +290,8 @@ def plan_launch(site: Site, request: LaunchRequest, facts: ImageFacts | None = N
 
     _check_request(request)
     scheduler = schedulers.REGISTRY.get(site.scheduler, f"site {site.name} scheduler")
+    if request.interactive and not request.command:  # a terminal on the first node: the scheduler's shell
+        request = replace(request, command=scheduler.shell_program)
     framework = frameworks.REGISTRY.get(request.framework, "--framework")
     scheduler.check_framework(site, framework.name)
     launcher = framework.launcher(request.launcher, scheduler.preferred_launchers.get(framework.name))

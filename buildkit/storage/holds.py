@@ -5,7 +5,7 @@ Both are files in the reader's own tree (``holds/<key>/<holder>``, ``used/<key>`
 in: no other user can remove, redirect or forge them. Evictors read every tree's holds and stamps.
 
 Standard library only and cheap to import: a Pyxis importer that is handed its image by a peer on the same node
-(:mod:`buildkit.cache.peers`) takes its hold through this module without loading the cache machinery.
+(:mod:`buildkit.importer.peers`) takes its hold through this module without loading the cache machinery.
 """
 
 from __future__ import annotations

@@ -8,19 +8,42 @@ a scope on a repository that a user may not pull is granted with no actions, so 
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
+import tomllib
 from pathlib import Path
 
 from tests.infra.daemon import run_dir
 from tests.infra.registry import Registry
 from tests.integration.tokenserver import TokenServer
 
-IMPORTER = str(Path(sys.executable).parent / "ckit-pyxis-importer")
+
+def console_script(name: str) -> str:
+    """The console script ``name`` as pyproject.toml declares it, run against the tree these tests import: the
+    venv's own script runs whichever tree was installed (another checkout, or one where the entry point was
+    elsewhere). Written where every test user may run it; the environment it gets is still Pyxis's alone."""
+    root = Path(__file__).resolve().parents[2]
+    module, function = tomllib.loads((root / "pyproject.toml").read_text())["project"]["scripts"][name].split(":")
+    folder = Path(tempfile.gettempdir()) / f"ckit-scripts-{hashlib.sha256(str(root).encode()).hexdigest()[:12]}"
+    folder.mkdir(mode=0o755, exist_ok=True)
+    script = folder / name
+    text = (f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(root)!r})\n"
+            f"from {module} import {function}\nsys.exit({function}())\n")
+    if not script.is_file() or script.read_text() != text:
+        temp = folder / f".{name}.{os.getpid()}"
+        temp.write_text(text)
+        temp.chmod(0o755)
+        temp.replace(script)  # whole, for a test run in parallel that runs it meanwhile
+    return str(script)
+
+
+IMPORTER = console_script("ckit-pyxis-importer")
 USERS = {"alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}
 PRIVATE_READERS = {"alice", "carol"}  # who may pull from private/…
 

@@ -25,7 +25,7 @@ import pytest
 from submitit.core.utils import FailedJobError, UncompletedJobError
 
 import ckit
-from buildkit.api import _executor
+from buildkit.orchestration import executor as _executor
 from buildkit.process import run
 from tests.infra.containers import remove_images
 from tests.integration.singularity_helpers import module_folder, site_for_this_machine
@@ -177,7 +177,7 @@ def test_slurms_time_limit_ends_a_function_that_runs_too_long(slurm, folder, ima
 
 def test_an_image_whose_python_differs_is_refused_before_queueing(slurm, folder, image, request, monkeypatch,
                                                                    busybox_sqsh):
-    from buildkit.api._pycheck import image_python
+    from buildkit.image.python import image_python
 
     found = image_python(Path(image["sqsh"]))
     assert found is not None and found.executable == "/opt/venv/bin/python3" and found.version == "3.11"

@@ -184,7 +184,7 @@ def test_a_job_folder_others_can_write_runs_nobodys_code(attacker: User, base: P
     its folder before it unpickles anything."""
     pytest.importorskip("submitit")
     import ckit
-    from buildkit.api._executor import BOOTSTRAP, FunctionJob, job_folder
+    from buildkit.orchestration.executor import BOOTSTRAP, FunctionJob, job_folder
 
     scratch = co.cache_folder(base, "jobs-scratch")
     shell(attacker, f"mkdir -m 777 {scratch}/open && mkdir -m 755 {scratch}/his")

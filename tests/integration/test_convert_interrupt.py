@@ -131,7 +131,7 @@ def _wait_for_partial(cache: Path, least: int, proc: subprocess.Popen[str]) -> b
     return False
 
 
-@pytest.mark.parametrize("entry", ["buildkit.cli", "buildkit.cache.importer"])
+@pytest.mark.parametrize("entry", ["buildkit.cli", "buildkit.importer.pyxis"])
 def test_an_interrupt_handled_after_it_left_an_exec_still_exits_130(entry: str, tmp_path: Path) -> None:
     """A Ctrl-C that lands while a late import builds a dataclass (``exec`` of a string) is handled like any
     other: CPython's memory of it must not turn the exit into a death by SIGINT. Run with ``-m``, as the tests

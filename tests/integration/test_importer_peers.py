@@ -1,4 +1,4 @@
-"""Concurrent gets of one image on one node (buildkit.cache.peers): the first leaves a locked marker; a get of the
+"""Concurrent gets of one image on one node (buildkit.importer.peers): the first leaves a locked marker; a get of the
 same user with the same settings waits for it and takes what it served; any other lowers its CPU priority and
 takes the ordinary path. The marker never follows a symlink, is never seen half written, and is replaced when its
 process is gone."""
@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from buildkit.cache import peers
+from buildkit.importer import peers
 
 URI = "docker://registry.example#team/image:1"
 
@@ -23,7 +23,7 @@ def env_for(tmp_path: Path, job: int = 1, **more: str) -> dict[str, str]:
 
 CHILD = """
 import json, os, sys
-from buildkit.cache import peers
+from buildkit.importer import peers
 env = json.loads(sys.argv[1])
 got = peers.claim(sys.argv[2], env)
 print("claimed", type(got).__name__, flush=True)
@@ -84,7 +84,7 @@ def test_a_peer_that_fails_or_is_killed_sends_its_waiters_down_the_ordinary_path
     assert claimed(waiter) == "Peer"
     peers.drop(marker)  # done without a result: it failed, or served offline
     assert outcome(waiter) == ("Peer", 19, "-")
-    code = ("import json, sys, time; from buildkit.cache import peers; "  # a first get that is then killed
+    code = ("import json, sys, time; from buildkit.importer import peers; "  # a first get that is then killed
             "m = peers.claim(sys.argv[2], json.loads(sys.argv[1])); print(type(m).__name__, flush=True); "
             "time.sleep(60)")
     holder = subprocess.Popen([sys.executable, "-c", code, json.dumps(env_for(tmp_path, job=4)), URI], text=True,

@@ -119,7 +119,7 @@ def test_get_prints_only_the_path_and_release_twice_is_harmless(acl: Acl, privat
     assert path.stat().st_mode & 0o777 == 0o600  # fetched with alice's credentials: hers alone
     assert "squashfs-root/bin/busybox" in unsquash_check(path)
     unpacked = rootfs(path, tmp_path / "rootfs")
-    digest = json.loads(next((tree(cache) / "refs" / "tags").glob("*.json")).read_text())["digest"]
+    digest = json.loads(next((tree(cache) / "private" / "refs" / "tags").glob("*.json")).read_text())["digest"]  # pulled with credentials: a private record
     repo = private.split(":")[0]
     assert (unpacked / "etc" / "rc").read_text().splitlines()[0] == \
         f"# enroot-provenance: docker://{acl.host}#{repo}:{digest}"
@@ -215,7 +215,7 @@ def test_offline_serves_by_digest_and_by_tag_with_a_warning(tmp_path_factory: py
     finally:
         registry.remove()
         server.stop()
-    digest = json.loads(next((tree(cache) / "refs" / "tags").glob("*.json")).read_text())["digest"]
+    digest = json.loads(next((tree(cache) / "private" / "refs" / "tags").glob("*.json")).read_text())["digest"]  # pulled with credentials: a private record
     by_tag = importer("get", f"docker://{registry.host}#{ref}", env=alice)
     assert (by_tag.returncode, by_tag.stdout) == (0, online.stdout), by_tag.stderr
     assert f"serving {registry.host}/{ref} as {digest}" in by_tag.stderr and "warning:" in by_tag.stderr
@@ -250,7 +250,7 @@ def test_usage_and_missing_configuration(shared: Path) -> None:
 
 LEAN = """
 import sys
-from buildkit.cache.importer import main
+from buildkit.importer.pyxis import main
 code = main(["get", sys.argv[1]])
 heavy = sorted(m for m in ("requests", "urllib3", "typer", "rich", "jsonschema", "buildkit.image.convert")
                if m in sys.modules)
@@ -277,7 +277,7 @@ def test_a_cached_get_loads_no_http_library_or_converter(acl: Acl, private: str,
 
 WAITER = """
 import sys
-from buildkit.cache.importer import main
+from buildkit.importer.pyxis import main
 code = main(["get", sys.argv[1]])
 print("loaded:", ",".join(sorted(m for m in sys.modules if m.startswith("buildkit") or m in (
     "yaml", "http.client", "json", "ssl", "hashlib", "typing"))), file=sys.stderr)
@@ -291,8 +291,8 @@ def test_a_waiter_takes_what_its_peer_served_loading_only_the_standard_library(a
     its answer, held under its own step, without the configuration, registry or cache machinery."""
     import sys
 
-    from buildkit.cache import importer as importer_mod
-    from buildkit.cache import peers
+    from buildkit.importer import peers
+    from buildkit.importer import pyxis as importer_mod
 
     cache = fresh(shared, "peer")
     uri = f"docker://{acl.host}#{private}"
@@ -314,7 +314,7 @@ def test_a_waiter_takes_what_its_peer_served_loading_only_the_standard_library(a
     assert waiter.returncode == 0, err
     assert out == f"{served.path}\n"
     loaded = err.split("loaded: ")[1].split()[0].split(",")
-    assert set(loaded) <= {"buildkit", "buildkit.cache", "buildkit.cache.importer", "buildkit.cache.peers",
+    assert set(loaded) <= {"buildkit", "buildkit.importer", "buildkit.importer.pyxis", "buildkit.importer.peers",
                            "buildkit.fs", "buildkit.procstat", "buildkit.storage", "buildkit.storage.holds",
                            "buildkit.storage.safefs", "buildkit.errors", "buildkit.outside"}, loaded
     assert sorted(p.name for p in (tree(cache) / "holds" / served.key).iterdir()) == sorted(
@@ -324,7 +324,7 @@ def test_a_waiter_takes_what_its_peer_served_loading_only_the_standard_library(a
 
 
 def test_a_get_whose_peer_serves_nothing_takes_the_ordinary_path(acl: Acl, private: str, shared: Path) -> None:
-    from buildkit.cache import peers
+    from buildkit.importer import peers
 
     cache = fresh(shared, "peer-failed")
     uri = f"docker://{acl.host}#{private}"

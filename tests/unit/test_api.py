@@ -11,10 +11,10 @@ import pytest
 
 import buildkit.api
 import ckit
-from buildkit.api import _executor
 from buildkit.cli import main
 from buildkit.launch import jobrecord, slurmctl
 from buildkit.launch.jobcontrol import parse_since
+from buildkit.orchestration import executor as _executor
 
 
 def test_every_name_is_exported_and_loads():
@@ -25,6 +25,18 @@ def test_every_name_is_exported_and_loads():
     assert set(ckit.__all__) <= set(dir(ckit))
     with pytest.raises(AttributeError):
         ckit.no_such_call  # noqa: B018
+
+
+def test_the_clis_names_are_exported_and_load():
+    """What the commands reach through the API besides its calls (buildkit.api._cli) loads by its name."""
+    from buildkit.api import _cli
+
+    assert sorted(_cli.__all__) == sorted(_cli._EXPORTS)
+    for name in _cli.__all__:
+        assert getattr(_cli, name) is not None
+    assert _cli.pyxis_importer.__name__ == "main" and _cli.limits.__name__ == "buildkit.config.limits"
+    with pytest.raises(AttributeError):
+        _cli.no_such_name  # noqa: B018
 
 
 @pytest.mark.parametrize("call", [lambda: ckit.jobs(site="apulis"), lambda: ckit.cancel("12", site="apulis"),

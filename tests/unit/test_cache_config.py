@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.cache import config, netrc
-from buildkit.cache.uri import enroot_form, parse_uri
 from buildkit.errors import ConfigError
-from buildkit.registry.distribution.reference import Reference
+from buildkit.importer import config, netrc
+from buildkit.importer.uri import parse_uri
+from buildkit.registry.distribution.reference import Reference, enroot_form
 
 DIGEST = "sha256:" + "ab" * 32
 

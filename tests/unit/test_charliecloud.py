@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.cache.stage import plan_stage, site_target
 from buildkit.errors import ConfigError, ConvertError
 from buildkit.image.model import ImageConfig, When
 from buildkit.image.rootfs import charliecloud as C
 from buildkit.launch import runtimes
 from buildkit.launch.plan import LaunchRequest, plan_launch
 from buildkit.launch.schedulers.slurm import render_sbatch
+from buildkit.orchestration.stage import plan_stage, site_target
 from buildkit.site import load_site
 from buildkit.site.model import Runtime
 from buildkit.storage.cache import CacheDir

@@ -92,8 +92,8 @@ def test_dry_run_says_how_the_job_starts(tmp_path: Path, capsys: pytest.CaptureF
 
 def test_a_squashfuse_site_gets_lz4_from_stage_convert_and_the_importer(tmp_path: Path) -> None:
     """squashfuse reads the file for the job's whole life: lz4:1 (squashfs.SQUASHFUSE); unpacked sites keep zstd:-3."""
-    from buildkit.cache import config
     from buildkit.image.squashfs.compression import choose_for
+    from buildkit.importer import config
 
     sites = _sites(tmp_path)
     assert choose_for(None, load_site("mine", [sites]), "sqsh").label == "lz4:1"

@@ -10,11 +10,11 @@ import pytest
 from buildkit import __version__
 from buildkit.errors import ConfigError, IntegrityError, RegistryError
 from buildkit.oci.digest import VerifyingReader
+from buildkit.orchestration.stage import copy_verified, expand_dir, stage_dir
 from buildkit.registry.distribution.client import ManifestHead
 from buildkit.registry.distribution.reference import parse
 from buildkit.registry.distribution.streams import LimitedReader
 from buildkit.registry.lock import lock_data, render
-from buildkit.registry.stage import copy_verified, expand_dir, stage_dir
 from buildkit.registry.transfer import annotations as notes
 from buildkit.registry.transfer.artifacts import (
     SIF,

@@ -72,6 +72,14 @@ class SchedulerBackend(JobControl, abc.ABC):
     variable_prefixes: tuple[str, ...] = ()  # the variables the scheduler sets in every task (words.py)
     # request fields this scheduler cannot honour, each with what to do instead (ckit launch refuses them)
     cannot: dict[str, str] = {}
+    # what an interactive job or `ckit shell` runs when no command is given (empty: this scheduler opens none)
+    shell_program: tuple[str, ...] = ()
+    clients_package = ""  # the Debian package of the scheduler's commands, named when one is missing
+
+    def submits(self, plan: LaunchPlan, how: Execution) -> bool:
+        """Whether ``how`` queues ``plan``'s job here (not a dry run, not only a written job): what the
+        preflight checks guard. A scheduler that hands nothing over never does."""
+        return False
 
     def refusals(self, plan: LaunchPlan) -> list[str]:
         """One message per option the user gave that this scheduler cannot honour."""
@@ -98,3 +106,10 @@ class SchedulerBackend(JobControl, abc.ABC):
 
 
 REGISTRY: Registry[SchedulerBackend] = Registry(__name__, __path__, "scheduler")
+LOCAL = "slurm"  # the scheduler of the jobs this machine's clients reach without a site (SLURM_CONF's)
+
+
+def local() -> SchedulerBackend:
+    """The scheduler of a job ckit has no record of, and of submitit's jobs: the one this machine's clients
+    (``squeue``, ``sacct``) answer for."""
+    return REGISTRY.get(LOCAL, "scheduler")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from ...errors import ConfigError, LaunchError
@@ -204,6 +205,13 @@ class Slurm(SlurmJobControl, SchedulerBackend):
     variable_prefixes = ("SLURM_",)
     cannot = {"endpoints": "a Slurm job has no platform endpoints: open a shell on its nodes with "
                            "ckit launch --interactive"}
+    shell_program = SHELL
+    clients_package = "slurm-client"
+
+    def submits(self, plan: LaunchPlan, how: Execution) -> bool:
+        if how.dry_run or how.submit is False or plan.request.interactive:
+            return False
+        return _submitting(how)
 
     def render(self, plan: LaunchPlan) -> str:
         return render_sbatch(plan)
@@ -213,55 +221,40 @@ class Slurm(SlurmJobControl, SchedulerBackend):
         return ShellCommand(plan.site.name, ["salloc", *options, "bash", "-c", text], text, plan.warnings)
 
     def execute(self, plan: LaunchPlan, job: str, how: Execution) -> LaunchResult:
-        from ..rules import submit_from_violation
-        from ..submit import submit, write_script
-
         if plan.request.interactive:
             return self.interactive(plan, how)
         result = LaunchResult(plan.site.name, self.name, job, plan.warnings, runs=runs(plan))
         if how.dry_run:
             return result
-        if how.wait and not how.submit:
-            raise ConfigError("--wait needs --submit", hint="add --submit")
-        if how.wait and plan.request.array:
-            raise ConfigError("--wait follows one job; --array submits one per index",
-                              hint="drop --wait and follow them with ckit jobs")
-        submitting = bool(how.submit or (how.submit is None and which("sbatch")))
-        violation = submit_from_violation(plan.site, how.cwd) if submitting else None
-        if violation:  # refused before anything is written
-            raise violation
-        if plan.request.fetch and submitting:
-            fetch(plan, how.cwd)
-        elif plan.request.fetch:
-            result.warnings += ("--fetch ran nothing: the job is only written (no sbatch here, or --no-submit); "
-                                "it runs when ckit submits the job (--submit)",)
-        ship_code(plan, how.cwd, result)
-        image = [Path(plan.request.image)] if plan.request.image else []  # the script never replaces the image
-        path = write_script(job, how.script or how.cwd / f"{plan.name}.sbatch", inputs=image)
-        result.script = str(path)
-        for folder in log_folders(plan, how.cwd):
-            folder.mkdir(parents=True, exist_ok=True)
-        if not submitting:
-            return result
+        submitting = _submitting(how)
+        _refuse(plan, how, submitting)
+        path = _write(plan, job, how, result, submitting)
+        if submitting:
+            self._submit(plan, path, how, result)
+        return result
+
+    def _submit(self, plan: LaunchPlan, path: Path, how: Execution, result: LaunchResult) -> None:
+        """sbatch ``path``, keep ckit's record of the job, and with --wait follow it to its end."""
+        from ..submit import submit
+
         done = submit(path, cwd=how.cwd)
         result.job_id = done.job_id
         note = jobrecord.keep(jobrecord.new(done.job_id, plan.site.name, self.name, plan.name, how.cwd,
                                             plan.request.output or f"{plan.name}-%j.out", plan.request.error,
                                             path, code=plan.code), how.records)
         result.warnings += (note,) if note else ()
-        if how.wait:
-            log = slurmctl.log_path(plan.request.output or f"{plan.name}-%j.out", done.job_id, plan.name, how.cwd)
-            error = slurmctl.log_path(plan.request.error, done.job_id, plan.name, how.cwd) if plan.request.error else None
-            logs = [("output", log)] if log else []
-            logs += [("error", error)] if error and error != log else []
-            result.exit_code = self.waited_exit_code(done.job_id, how.records, logs=logs, on_event=how.on_event)
-            result.output = str(log) if log else None
-            from .. import frameworks
+        if not how.wait:
+            return
+        log = slurmctl.log_path(plan.request.output or f"{plan.name}-%j.out", done.job_id, plan.name, how.cwd)
+        error = slurmctl.log_path(plan.request.error, done.job_id, plan.name, how.cwd) if plan.request.error else None
+        logs = [("output", log)] if log else []
+        logs += [("error", error)] if error and error != log else []
+        result.exit_code = self.waited_exit_code(done.job_id, how.records, logs=logs, on_event=how.on_event)
+        result.output = str(log) if log else None
+        from .. import frameworks
 
-            framework = frameworks.REGISTRY.get(plan.framework, "--framework")
-            result.extra.update(framework.after_wait(plan, log))
-        return result
-
+        framework = frameworks.REGISTRY.get(plan.framework, "--framework")
+        result.extra.update(framework.after_wait(plan, log))
 
     def interactive(self, plan: LaunchPlan, how: Execution) -> LaunchResult:
         """``salloc`` with the job's resources; a terminal on its first node with the job's environment."""
@@ -278,9 +271,53 @@ class Slurm(SlurmJobControl, SchedulerBackend):
         if plan.request.fetch:
             fetch(plan, how.cwd)
         ship_code(plan, how.cwd, result)
-        require("salloc", purpose="open an interactive allocation", package="slurm-client")
+        require("salloc", purpose="open an interactive allocation", package=self.clients_package)
         result.exit_code = interactive(argv, cwd=how.cwd)
         return result
+
+
+# What a written or submitted job cannot combine, as (refused when, message, fix), checked in this order before
+# anything is written.
+REFUSALS: tuple[tuple[Callable[[LaunchPlan, Execution], bool], str, str], ...] = (
+    (lambda plan, how: how.wait and not how.submit, "--wait needs --submit", "add --submit"),
+    (lambda plan, how: how.wait and bool(plan.request.array), "--wait follows one job; --array submits one per index",
+     "drop --wait and follow them with ckit jobs"),
+)
+
+
+def _refuse(plan: LaunchPlan, how: Execution, submitting: bool) -> None:
+    """The first refusal that applies, else the site's submit_from rule when the job is to be submitted."""
+    from ..rules import submit_from_violation
+
+    for applies, message, fix in REFUSALS:
+        if applies(plan, how):
+            raise ConfigError(message, hint=fix)
+    violation = submit_from_violation(plan.site, how.cwd) if submitting else None
+    if violation:
+        raise violation
+
+
+def _write(plan: LaunchPlan, job: str, how: Execution, result: LaunchResult, submitting: bool) -> Path:
+    """--fetch (when the job is submitted now), the --code copy, the script and the log folders; the script."""
+    from ..submit import write_script
+
+    if plan.request.fetch and submitting:
+        fetch(plan, how.cwd)
+    elif plan.request.fetch:
+        result.warnings += ("--fetch ran nothing: the job is only written (no sbatch here, or --no-submit); "
+                            "it runs when ckit submits the job (--submit)",)
+    ship_code(plan, how.cwd, result)
+    image = [Path(plan.request.image)] if plan.request.image else []  # the script never replaces the image
+    path = write_script(job, how.script or how.cwd / f"{plan.name}.sbatch", inputs=image)
+    result.script = str(path)
+    for folder in log_folders(plan, how.cwd):
+        folder.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _submitting(how: Execution) -> bool:
+    """--submit, or neither --submit nor --no-submit and sbatch is here."""
+    return bool(how.submit or (how.submit is None and which("sbatch")))
 
 
 def ship_code(plan: LaunchPlan, cwd: Path, result: LaunchResult) -> None:

@@ -129,7 +129,8 @@ class RegistryClient:
         else:
             why = err.__class__.__name__
         return RegistryError(f"cannot reach registry {self.host} ({url}): {why}",
-                             hint="check the registry address and port, and that it is running")
+                             hint="check the registry address and port, and that it is running",
+                             unreachable=not isinstance(err, requests.exceptions.SSLError))  # TLS refused: an answer
 
     def base_url(self) -> str:
         """``https://host`` or, where allowed and the server speaks no TLS, ``http://host``; probed once."""

@@ -96,7 +96,8 @@ def head_digest(host: str, repository: str, reference: str, credentials: Credent
             why = {ConnectionRefusedError: "connection refused", TimeoutError: "timed out"}.get(type(err),
                                                                                               "unknown host")
             raise RegistryError(f"cannot reach registry {host} ({scheme}://{host}/v2/): {why}",
-                                hint="check the registry address and port, and that it is running") from err
+                                hint="check the registry address and port, and that it is running",
+                                unreachable=True) from err
         except (OSError, http.client.HTTPException, ValueError, CkitError):
             return None
     return None

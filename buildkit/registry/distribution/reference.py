@@ -123,3 +123,14 @@ def parse_registry(text: str) -> str:
     if not host or not HOST_RE.fullmatch(host):
         raise ConfigError(f"invalid registry {text!r}", hint="write a host[:port], e.g. registry.example.org:5000")
     return host
+
+
+def enroot_form(ref: Reference) -> str:
+    """``docker://REGISTRY#REPO[:TAG][@DIGEST]``: how enroot writes an image's provenance (and how Pyxis hands
+    an image to its importer)."""
+    text = f"docker://{ref.registry}#{ref.repository}"
+    if ref.tag:
+        text += f":{ref.tag}"
+    if ref.digest:
+        text += f"@{ref.digest}"
+    return text

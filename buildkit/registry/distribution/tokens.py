@@ -27,7 +27,7 @@ from .auth import Credentials
 from .challenge import Challenge, parse_challenge, realm_allows_credentials, scope_for
 
 __all__ = ["Authenticator", "Challenge", "parse_challenge", "scope_for"]
-from .transport import exchange
+from .transport import exchange, no_answer
 
 log = logging.getLogger("ckit.registry")
 
@@ -201,7 +201,7 @@ class Authenticator:
                                     params=params, auth=auth, verify=self.verify)
         except requests.RequestException as err:
             raise RegistryError(f"cannot reach the token server {realm} of registry {self.host}: "
-                                f"{err.__class__.__name__}") from err
+                                f"{err.__class__.__name__}", unreachable=no_answer(err)) from err
         if response.status_code in (401, 403):
             if not self.credentials:
                 raise self._needs_login()

@@ -199,7 +199,7 @@ def exchange(s: requests.Session, method: str, url: str, *, what: str, limit: in
                 raise _late(what, deadline) from err
             if not (can_retry and method in IDEMPOTENT and _transient(err)):
                 if isinstance(err, _BrokenBody):
-                    raise RegistryError(f"{what}: the answer broke off ({err})") from err
+                    raise RegistryError(f"{what}: the answer broke off ({err})", unreachable=True) from err
                 raise
             cause = err if isinstance(err, _BrokenBody) else err.__class__.__name__
             _sleep(_wait(attempt, policy, None), what, f"the connection broke ({cause})", attempt, policy)
@@ -247,7 +247,14 @@ def _read_all(response: requests.Response, limit: int, what: str) -> bytes:
 
 def _late(what: str, seconds: float) -> RegistryError:
     return RegistryError(f"{what}: no complete answer within {seconds:.0f} s",
-                         hint="the registry is too slow or stalled; CKIT_HTTP_TIMEOUT sets the deadline")
+                         hint="the registry is too slow or stalled; CKIT_HTTP_TIMEOUT sets the deadline",
+                         unreachable=True)
+
+
+def no_answer(err: BaseException) -> bool:
+    """The connection failed or timed out: the server gave no answer (a TLS failure is an answer: it refused)."""
+    return isinstance(err, (requests.ConnectionError, requests.Timeout)) and not isinstance(
+        err, requests.exceptions.SSLError)
 
 
 def _sleep(seconds: float, what: str, why: str, attempt: int, policy: Policy) -> None:

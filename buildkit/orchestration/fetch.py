@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, ConvertError, RegistryError
-from ..registry.distribution.reference import Reference
+from ..registry.distribution.reference import Reference, enroot_form
 from ..storage.cache import CacheDir, image_ref_name, safe_name
 from ..storage.holds import is_key
 from ..storage.safefs import Unsafe
-from .uri import enroot_form
 
 if TYPE_CHECKING:  # requests loads only when the lean HEAD is not enough (start-up time)
     from ..registry.distribution.client import RegistryClient
@@ -78,19 +77,6 @@ def verifier(target: str) -> Callable[[Path], object]:
     return sif_header
 
 
-def unreachable(err: RegistryError) -> bool:
-    """The registry (or its token server) could not be reached: no answer, as opposed to a refusal."""
-    import ssl
-
-    cause = err.__cause__
-    if isinstance(cause, OSError) and not isinstance(cause, ssl.SSLError):
-        return True  # from the lean HEAD (registry.distribution.head)
-    import requests
-
-    return isinstance(cause, (requests.ConnectionError, requests.Timeout)) and not isinstance(
-        cause, requests.exceptions.SSLError)
-
-
 def _resolve(want: Want) -> str | None:
     """The manifest digest through the lean HEAD (no ``requests`` loaded), or None for the full client."""
     from ..registry.distribution.head import head_digest
@@ -117,7 +103,7 @@ def ensure(cache: CacheDir, want: Want, log: Log) -> Served:
             client = client_for(want)
             digest = client.head_manifest(ref.repository, ref.reference).digest
     except RegistryError as err:
-        if not unreachable(err):
+        if not err.unreachable:  # the client (lean HEAD or full) says whether any answer came
             raise
         return _offline(cache, want, err, log)
     if ref.digest and digest != ref.digest:
@@ -255,11 +241,11 @@ def _produce(cache: CacheDir, want: Want, client: Any, digest: str, log: Log) ->
 
     ref = want.ref
     pinned = Reference(ref.registry, ref.repository, None, digest)
-    manifest = client.get_manifest(ref.repository, digest)
-    kind = kind_of_manifest(manifest.json())
+    manifest = client.get_manifest(ref.repository, digest).json()
+    kind = kind_of_manifest(manifest)
     began = time.monotonic()
     if kind is not None:
-        key, made = _store_artifact(cache, want, client, pinned, kind, log)
+        key, made = _store_artifact(cache, want, client, pinned, kind, manifest, log)
         source_digest = digest
     else:
         key, made, source_digest = _convert(cache, want, client, pinned, log)
@@ -293,16 +279,16 @@ def _convert(cache: CacheDir, want: Want, client: Any, pinned: Reference, log: L
     return plan.key, not result.cache_hit, plan.source_digest
 
 
-def _store_artifact(cache: CacheDir, want: Want, client: Any, pinned: Reference, kind: Any,
+def _store_artifact(cache: CacheDir, want: Want, client: Any, pinned: Reference, kind: Any, manifest: dict[str, Any],
                     log: Log) -> tuple[str, bool]:
-    """A ``.sif``/``.sqsh`` pushed as an artifact: its layer is the file, downloaded verified into the cache."""
+    """A ``.sif``/``.sqsh`` pushed as an artifact (``manifest``: its manifest, as read to tell it from an image):
+    its layer is the file, downloaded verified into the cache."""
     from ..storage.store import make_key
 
     if kind.name != want.target:
         raise ConfigError(f"{want.ref} is a .{kind.name} artifact, not a container image or a .{want.target}",
                            hint=f"push the container image, or a .{want.target}, to use it here")
-    data = client.get_manifest(pinned.repository, str(pinned.digest)).json()
-    layer = next(x for x in data.get("layers", []) if x.get("mediaType") in kind.layer_types())
+    layer = next(x for x in manifest.get("layers", []) if x.get("mediaType") in kind.layer_types())
     key = make_key(artifact_digest=layer["digest"], target=kind.name)
     store = cache.writer()
     if store.get(key, kind.name, verifier(kind.name)) is not None:

@@ -1,7 +1,7 @@
 """``ckit stage``: put an image where a site's compute nodes find it, in the format and compression they can use.
 
 * a registry image: resolved to its manifest digest, converted (a ``.sif``/``.sqsh`` artifact is downloaded)
-  into the site's shared image folder in the cache layout of :mod:`.layout`, and recorded under its tag and
+  into the site's shared image folder in the cache layout of :mod:`buildkit.storage.cache`, and recorded under its tag and
   digest; ``ckit launch --image REF`` then finds it, and the Pyxis importer serves the same file;
 * a ckit stack: its newest engine build, converted and recorded under the stack's name (``--image STACK``);
 * a local ``.sif``/``.sqsh``: copied, verified, as it is named, into the stager's own tree (``u<UID>/files/``).
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, IntegrityError
 from ..storage import safefs
 from ..storage.cache import CacheDir, safe_name
 
@@ -113,7 +113,6 @@ def _runtime_of(site: Site) -> str:
 
 
 def stage_file(src: Path, folder: Path, site: Site | None, target: str | None) -> StageResult:
-    from ..registry.stage import copy_verified
     from ..registry.transfer.artifacts import detect_kind
 
     kind = detect_kind(src).name
@@ -176,3 +175,65 @@ def stage_stack(stack: str, fingerprint: str, image_id: str, folder: Path, *, ta
     cache.touch(plan.key)
     return StageResult(result.path, plan.source_digest, result.size, f"stack {stack} ({image_id[:19]})", "stack",
                        target, label, not result.cache_hit)
+
+
+def expand_dir(text: str) -> Path:
+    """A site folder with ``$USER``/``~`` expanded; unknown variables are bad input."""
+    expanded = os.path.expanduser(os.path.expandvars(text))
+    if "$" in expanded:
+        raise ConfigError(f"shared image folder {text!r} names an unset variable",
+                          hint="set the variable or pass --dest DIR")
+    return Path(expanded)
+
+
+def stage_dir(site_dir: str | None, dest: Path | None, site: str) -> Path:
+    """``--dest``, else the site's shared image folder (its variables expanded)."""
+    if dest is not None:
+        return dest
+    if not site_dir:
+        raise ConfigError(f"site {site!r} has no shared_image_dir", hint="pass --dest DIR")
+    return expand_dir(site_dir)
+
+
+@dataclass(frozen=True)
+class Staged:
+    path: Path
+    digest: str
+    size: int
+    source: str
+
+    def as_json(self) -> dict[str, object]:
+        return {"path": str(self.path), "digest": self.digest, "size": self.size, "source": self.source}
+
+
+def copy_verified(src: Path, dest_dir: Path, expected_digest: str | None = None) -> Staged:
+    """Copy a local artifact into ``dest_dir`` hashing what is written; rename only when it matches."""
+    import hashlib
+
+    from ..fs.files import atomic_path
+    from ..registry.distribution.streams import READ_SIZE
+    from ..registry.transfer.artifacts import detect_kind
+
+    detect_kind(src)
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    final = dest_dir / src.name
+    h_src, size = hashlib.sha256(), 0
+
+    def matches(tmp: Path) -> None:
+        h_out = hashlib.sha256()
+        with open(tmp, "rb") as back:
+            while chunk := back.read(READ_SIZE):
+                h_out.update(chunk)
+        digest = "sha256:" + h_src.hexdigest()
+        if h_out.hexdigest() != h_src.hexdigest() or (expected_digest and digest != expected_digest):
+            raise IntegrityError(f"staged copy of {src} does not match "
+                                 f"{expected_digest or 'the source'} (got sha256:{h_out.hexdigest()})")
+
+    mode = src.stat().st_mode & 0o7777
+    with atomic_path(final, mode=mode, verify=matches, inputs=[src]) as tmp, open(src, "rb") as inp, \
+            open(tmp, "wb") as out:
+        while chunk := inp.read(READ_SIZE):
+            h_src.update(chunk)
+            out.write(chunk)
+            size += len(chunk)
+    return Staged(final, "sha256:" + h_src.hexdigest(), size, str(src))

@@ -14,7 +14,7 @@ locked (``flock``, node-local) for as long as it works:
   step's own ``SLURM_JOB_ID``/``SLURM_STEP_ID``), the waiter waits for the marker's lock (a look every
   10 ms, about 1 ms of CPU a second) and takes the path the first one served: same user, same credentials and
   configuration, so the same access check and the same answer. It then takes its own hold on the file and checks that the file is still the one
-  that was served (:func:`buildkit.cache.importer.serve_shared`); only the standard library is loaded.
+  that was served (:func:`buildkit.importer.pyxis.serve_shared`); only the standard library is loaded.
 * Anything else (other settings, the first ``get`` failed, was killed, served from the
   cache without reaching the registry, or is still at work after :data:`WAIT_LIMIT`) sends the waiter down the
   ordinary path: its own access check, the cluster cache's lease and records. The marker never decides what is

@@ -5,7 +5,7 @@ job's user on the compute node, with enroot's environment and ``SLURM_JOB_ID``/`
 
 * ``get`` prints the absolute path of a squashfs file on stdout and nothing else (everything else goes to
   stderr, which Pyxis shows when the exit status is not 0). The file lives in the cluster cache (see
-  :mod:`.layout`): converted once per cluster, then served to every node and job, each caller's access checked
+  :mod:`buildkit.storage.cache`): converted once per cluster, then served to every node and job, each caller's access checked
   with the registry first. The step holds the image until ``release``.
 * ``release`` drops the step's holds (and the lease of a ``get`` of this step killed while converting). Pyxis
   calls it twice, also after a SIGKILL: it never fails, and the second call finds nothing to do.
@@ -25,8 +25,8 @@ TYPE_CHECKING = False  # not typing's: a waiter handed its image by a peer loads
 if TYPE_CHECKING:  # the fetch machinery loads only when an image is fetched (start-up time)
     from collections.abc import Callable, Mapping
 
+    from ..orchestration.fetch import Served
     from ..storage.cache import CacheDir
-    from .fetch import Served
 
 PROG = "ckit-pyxis-importer"
 USAGE = f"usage: {PROG} get IMAGE_URI | {PROG} release"
@@ -58,11 +58,11 @@ def get(uri_text: str, env: Mapping[str, str]) -> tuple[Served, str | None]:
     """What ``get`` serves, and the cache folder when waiting peers may take the same answer (see
     :mod:`.peers`): not when it was served offline, nor when the cache folder depends on the step."""
     from ..image.squashfs.compression import choose
+    from ..orchestration.fetch import Want, ensure
     from ..storage.cache import CacheDir
     from ..storage.lease import STALE_ENV
     from ..storage.store import default_root
     from . import config as config_mod
-    from .fetch import Want, ensure
     from .netrc import lookup
     from .uri import parse_uri
 

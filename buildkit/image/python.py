@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import CkitError
-from ..image import inspect as reader
+from . import inspect as reader
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _PATH_LINE = re.compile(r"^\s*(?:export\s+)?PATH=[\"']?([^\"'\n]*)[\"']?\s*$", re.MULTILINE)

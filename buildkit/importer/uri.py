@@ -64,13 +64,3 @@ def parse_uri(text: str) -> ImageUri:
     else:
         ref = parse(rest + pinned)
     return ImageUri(text, ref, user)
-
-
-def enroot_form(ref: Reference) -> str:
-    """``docker://REGISTRY#REPO[:TAG][@DIGEST]``: how enroot writes an image's provenance."""
-    text = f"docker://{ref.registry}#{ref.repository}"
-    if ref.tag:
-        text += f":{ref.tag}"
-    if ref.digest:
-        text += f"@{ref.digest}"
-    return text
