@@ -77,6 +77,8 @@ def test_the_job_defines_its_env_names_its_array_and_its_scheduler_variables():
     assert parse("$MASTER_PORT $SLURM_ARRAY_TASK_ID $SLURM_PROCID", "x", "none", env=(("MASTER_PORT", "1"),),
                  array="0-3") == (Ref("MASTER_PORT"), " ", Ref("SLURM_ARRAY_TASK_ID"), " ", Ref("SLURM_PROCID"))
     assert parse("$$MASTER_PORT", "x", "none") == ("$MASTER_PORT",)
+    # the node a task runs on is Slurm's too (ckit doctor's two-node check names it)
+    assert parse("node=$SLURMD_NODENAME", "x", "none") == ("node=", Ref("SLURMD_NODENAME"))
 
 
 @pytest.mark.parametrize("text", ["$(touch x)", "${HOME}", "~/x", "~", "a$$b", "`id` * ? 'x' \"y\"", "$~", ""])

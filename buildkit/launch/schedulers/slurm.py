@@ -202,7 +202,7 @@ class Slurm(SlurmJobControl, SchedulerBackend):
     name = "slurm"
     summary = "an sbatch script, written and submitted"
     order = 10
-    variable_prefixes = ("SLURM_",)
+    variable_prefixes = ("SLURM_", "SLURMD_")  # SLURMD_NODENAME: the node a task runs on
     cannot = {"endpoints": "a Slurm job has no platform endpoints: open a shell on its nodes with "
                            "ckit launch --interactive"}
     shell_program = SHELL
