@@ -254,6 +254,10 @@ def job_variables(site: Site, request: LaunchRequest, framework: str, launcher: 
 
     own = frameworks.REGISTRY.get(framework, "--framework").variables.get(launcher, ())
     names = {*words.TASK_ENVIRONMENT, *own, *(k for k, _ in site.env), *(k for k, _ in request.env)}
+    if request.code:  # ckit's own: where the job's copy of --code is, and which code it is
+        names |= {"CKIT_CODE", "CKIT_CODE_DIGEST"}
+    if request.image:
+        names.add("CKIT_IMAGE")
     prefixes = schedulers.REGISTRY.get(site.scheduler, "scheduler").variable_prefixes
     setters: dict[str, list[str]] = {}
     for backend in frameworks.REGISTRY.all():

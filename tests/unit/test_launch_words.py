@@ -195,3 +195,14 @@ def test_interactive_salloc_has_the_framework_variables_and_a_terminal_on_the_fi
     assert "module load python/3.7.1" in text and "conda activate my_tensorflow" in text
     assert 'export CKIT_HOSTS="${CKIT_HOSTS%,}"' in text
     assert text.rstrip().endswith("srun --pty --overlap --export=ALL --nodes=1 --ntasks=1 bash")
+
+
+def test_the_code_folder_is_the_jobs_own_variable_with_code_only(tmp_path):
+    from buildkit.launch.plan import LaunchRequest, job_variables
+    from buildkit.site import load_site
+
+    site = load_site("local")
+    with_code = job_variables(site, LaunchRequest(command=("sh",), code=str(tmp_path)), "none", None)
+    assert parse_in("${CKIT_CODE}/main.sh", "x", with_code) == (Ref("CKIT_CODE"), "/main.sh")
+    without = job_variables(site, LaunchRequest(command=("sh",)), "none", None)
+    assert parse_in("${CKIT_CODE}/main.sh", "x", without) == ("${CKIT_CODE}/main.sh",)  # the program's own text
