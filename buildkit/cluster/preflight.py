@@ -55,8 +55,11 @@ def _modules(plan: LaunchPlan, cwd: Path) -> str | None:
     if not plan.modules:
         return None
     from ..launch.schedulers.slurm import MODULE_INIT
+    from ..launch.steps import job_env
 
-    script = "\n".join([*MODULE_INIT, "type module >/dev/null 2>&1 || exit 3",
+    # the job's literal variables first, as its script exports them before loading (--env MODULEPATH=…)
+    exports = [f"export {name}={q(value)}" for name, value in job_env(plan)[0]]
+    script = "\n".join([*exports, *MODULE_INIT, "type module >/dev/null 2>&1 || exit 3",
                         f"module load {' '.join(q(m) for m in plan.modules)} || exit 4",
                         "module list 2>&1"])
     done = run(["bash", "-c", script], step="load the job's modules", check=False, timeout=120)

@@ -11,6 +11,7 @@ import pytest
 from buildkit.cli import main
 from buildkit.launch.frameworks.mindspore import legacy_rank_table_problems, rank_table_problems
 from buildkit.launch.words import literal
+from tests.testdata import all_reduce_2nodes
 
 HOSTILE = "it's \"q\" $(touch pwned) `touch pwned2` ${HOME} * ?\nsecond line\\ & ; | >x"
 
@@ -146,7 +147,8 @@ def test_default_writes_and_submits_when_sbatch_exists(slurm, tmp_path, capsys, 
 
 def test_nccl_tests_job_output_becomes_a_report(slurm, tmp_path, capsys, monkeypatch):
     """The job prints seed 002's all_reduce_perf output; --wait parses the job's .out file into the report."""
-    table = Path(__file__).parent.parent / "golden" / "launch" / "seed002" / "all_reduce_2nodes.txt"
+    table = tmp_path / "all_reduce_2nodes.txt"
+    table.write_text(all_reduce_2nodes())
     monkeypatch.chdir(tmp_path)
     capsys.readouterr()
     rc = main(["launch", "--site", "local", "--framework", "nccl-tests", "--name", "nccl", "--submit", "--wait",
