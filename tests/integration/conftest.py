@@ -30,6 +30,7 @@ from tests.infra.podman import PodmanService
 from tests.infra.registry import AuthRegistry, Registry, RegistryInfo, TLSRegistry
 from tests.infra.slurm import PARTITIONS, Munge
 from tests.infra.slurm import Slurm as SlurmCluster
+from tests.infra.users import NAMES, User, ensure
 from tests.integration import torch_image as torch
 
 HERE = Path(__file__).parent
@@ -206,6 +207,17 @@ def torch_sqsh(torch_image: str, framework_wheels: FrameworkWheels) -> Iterator[
     """The same image as a .sqsh ``ckit build --to sqsh`` wrote, in a folder every user (and node) can read."""
     with torch.torch_sqsh(framework_wheels.path) as path:
         yield path
+
+
+@pytest.fixture(scope="module")
+def victim() -> User:
+    """The co-tenant tests' user whose files and jobs the other one attacks (tests/infra/users.py)."""
+    return ensure(NAMES[0])
+
+
+@pytest.fixture(scope="module")
+def attacker() -> User:
+    return ensure(NAMES[1])
 
 
 @pytest.fixture(scope="session")

@@ -19,22 +19,12 @@ import pytest
 from buildkit.image.squashfs.compression import choose
 from buildkit.registry.distribution.client import RegistryClient
 from buildkit.storage.cache import image_ref_name
-from tests.infra.users import NAMES, User, as_user, ensure
+from tests.infra.users import User, as_user
 from tests.integration import cotenants as co
 from tests.integration.adversary import MEMORY_CEILING, spawn
 from tests.integration.pyxis_helpers import IMPORTER
 
 SQSH = choose(None, target="sqsh").label
-
-
-@pytest.fixture(scope="module")
-def victim() -> User:
-    return ensure(NAMES[0])
-
-
-@pytest.fixture(scope="module")
-def attacker() -> User:
-    return ensure(NAMES[1])
 
 
 @pytest.fixture(scope="module")

@@ -28,16 +28,6 @@ REPO = str(Path(__file__).parents[2])
 MARK = f"ckit-cotenant-files-{secrets.token_hex(6)}"  # in the environment of every process the tests start
 
 
-@pytest.fixture(scope="module")
-def victim() -> User:
-    return ensure(NAMES[0])
-
-
-@pytest.fixture(scope="module")
-def attacker() -> User:
-    return ensure(NAMES[1])
-
-
 def _marked() -> list[int]:
     """Processes alive with this module's mark in their environment (other than this one)."""
     found = []
