@@ -28,7 +28,7 @@ test: deps install
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mkdocs build --strict --quiet
-	$(VENV)/bin/pytest -q --durations=30
+	$(VENV)/bin/pytest -q --durations=30 -n 2 --dist loadfile
 
 check: install  ## the edit loop, before every commit (CONTRIBUTING.md): no root, no components, about a minute
 	$(VENV)/bin/ruff check buildkit ckit tests docs examples

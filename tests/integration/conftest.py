@@ -49,6 +49,17 @@ RUNTIMES = {"podman": "podman", "apptainer": "Apptainer 1.4.5", "charliecloud": 
             "slurm": "Slurm 22.05", "registry": "the registry"}
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    worker_output = getattr(session.config, "workeroutput", None)  # an xdist worker: tell the controller
+    if worker_output is not None:
+        worker_output["ckit_used"] = sorted(USED)
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's, on the controller
+def pytest_testnodedown(node: object, error: object) -> None:
+    USED.update(getattr(node, "workeroutput", {}).get("ckit_used", ()))
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     ran = [label for name, label in RUNTIMES.items() if name in USED]
     if ran:

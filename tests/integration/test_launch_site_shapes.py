@@ -9,7 +9,9 @@ Everything runs on 127.0.0.1 with free ports and is stopped by pid at the end.
 
 from __future__ import annotations
 
+import shutil
 import socket
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,10 +97,11 @@ def _stop(pidfile: Path) -> None:
 
 
 @pytest.fixture(params=SITES)
-def shaped(request, slurm, tmp_path) -> Iterator[tuple[Site, dict[str, str]]]:
+def shaped(request, slurm) -> Iterator[tuple[Site, dict[str, str]]]:
     site = load_site(request.param)
-    home = tmp_path / "shaped"
-    home.mkdir()
+    # a short folder of its own: slurmstepd's socket path in the spool folder must stay under 108 bytes, which a
+    # test's tmp_path (deeper under xdist, or for a long user name) can pass
+    home = Path(tempfile.mkdtemp(prefix="ckit-shape-", dir="/tmp"))
     (home / "state").mkdir()
     ports = _free_ports(1 + NODES_PER_PARTITION * len(_partitions_used(site)))
     conf, gres, nodes = shaped_conf(site, home, ports)
@@ -121,6 +124,7 @@ def shaped(request, slurm, tmp_path) -> Iterator[tuple[Site, dict[str, str]]]:
         for node in nodes:
             _stop(home / f"slurmd-{node}.pid")
         _stop(home / "slurmctld.pid")
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def _test_only(script: str, env: dict[str, str], tmp_path: Path) -> tuple[int, str]:
