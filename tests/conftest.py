@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
-pytest_plugins = ["tests.diskwatch", "tests.timing"]
+pytest_plugins = ["tests.diskwatch", "tests.timing", "tests.realrun"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -32,6 +32,7 @@ from tests.infra.slurm import PARTITIONS, Munge
 from tests.infra.slurm import Slurm as SlurmCluster
 from tests.infra.users import NAMES, User, ensure
 from tests.integration import torch_image as torch
+from tests.realrun import USED
 
 HERE = Path(__file__).parent
 
@@ -43,31 +44,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 C = TypeVar("C", bound=Component)
-# what this session ran for real, for the line at its end (a test session's own record, read by nothing else)
-USED: set[str] = set()
-RUNTIMES = {"podman": "podman", "apptainer": "Apptainer 1.4.5", "charliecloud": "Charliecloud (ch-run, squashfuse)",
-            "slurm": "Slurm 22.05", "registry": "the registry"}
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    worker_output = getattr(session.config, "workeroutput", None)  # an xdist worker: tell the controller
-    if worker_output is not None:
-        worker_output["ckit_used"] = sorted(USED)
-
-
-@pytest.hookimpl(optionalhook=True)  # pytest-xdist's, on the controller
-def pytest_testnodedown(node: object, error: object) -> None:
-    USED.update(getattr(node, "workeroutput", {}).get("ckit_used", ()))
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    ran = [label for name, label in RUNTIMES.items() if name in USED]
-    if ran:
-        terminalreporter.write_line(
-            f"real runtimes and services run: {', '.join(ran)}; enroot, Pyxis and SingularityCE are not on this "
-            "machine: `ckit doctor --site SITE` checks them on a cluster that has them")
-
-
 @contextmanager
 def running(component: C) -> Iterator[C]:
     """Start ``component`` (reusing a healthy one) under a lease of this process; the last holder stops it."""
