@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -32,6 +30,7 @@ from tests.infra.slurm import PARTITIONS, Munge
 from tests.infra.slurm import Slurm as SlurmCluster
 from tests.infra.users import NAMES, User, ensure
 from tests.integration import torch_image as torch
+from tests.integration.folders import readable_folder
 from tests.realrun import USED
 
 HERE = Path(__file__).parent
@@ -227,10 +226,8 @@ def busybox_sqsh(busybox_image: str, charliecloud: Charliecloud) -> Iterator[Pat
     """busybox as a .sqsh written by ``ckit convert``, in a folder every user can read (ch-run runs it)."""
     from buildkit.cli import main
 
-    folder = Path(tempfile.mkdtemp(prefix="ckit-sqsh-", dir="/tmp"))
-    folder.chmod(0o755)
-    path = folder / "busybox.sqsh"
-    with contextlib.redirect_stdout(io.StringIO()):  # convert prints the path: not into a test's capsys
-        assert main(["-q", "convert", f"docker-daemon:{busybox_image}", "--to", "sqsh", "-o", str(path)]) == 0
-    yield path
-    shutil.rmtree(folder, ignore_errors=True)
+    with readable_folder("ckit-sqsh-") as folder:
+        path = folder / "busybox.sqsh"
+        with contextlib.redirect_stdout(io.StringIO()):  # convert prints the path: not into a test's capsys
+            assert main(["-q", "convert", f"docker-daemon:{busybox_image}", "--to", "sqsh", "-o", str(path)]) == 0
+        yield path

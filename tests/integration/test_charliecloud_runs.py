@@ -25,6 +25,7 @@ from buildkit.launch.slurmjobs import wait_for
 from buildkit.launch.words import literal
 from buildkit.process import run
 from tests.integration import hostile_images as H
+from tests.integration.folders import readable_folder
 
 ENV = ("PATH=/bin", "GREETING=hello 'world' $HOME", "QUOTED='kept'", "PLAIN=image")
 WORKDIR = "/opt/app"
@@ -57,13 +58,11 @@ def _minimal_layout(path: Path) -> str:
 
 @pytest.fixture(scope="module")
 def minimal(charliecloud, tmp_path_factory) -> Iterator[Path]:  # type: ignore[no-untyped-def]
-    folder = Path(tempfile.mkdtemp(prefix="ckit-sqsh-", dir="/tmp"))
-    folder.chmod(0o755)
-    sqsh = folder / "minimal.sqsh"
-    ref = _minimal_layout(tmp_path_factory.mktemp("layout") / "oci")
-    assert main(["-q", "convert", ref, "--to", "sqsh", "-o", str(sqsh)]) == 0
-    yield sqsh
-    shutil.rmtree(folder, ignore_errors=True)
+    with readable_folder("ckit-sqsh-") as folder:
+        sqsh = folder / "minimal.sqsh"
+        ref = _minimal_layout(tmp_path_factory.mktemp("layout") / "oci")
+        assert main(["-q", "convert", ref, "--to", "sqsh", "-o", str(sqsh)]) == 0
+        yield sqsh
 
 
 def ch_run(image: Path, *args: str, user: str | None = None) -> str:

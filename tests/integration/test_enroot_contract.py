@@ -30,7 +30,6 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from typing import Any
 import pytest
 
 from buildkit.image.rootfs import charliecloud as charliecloud_rootfs
+from tests.integration.folders import readable_folder
 from tests.integration.registry_helpers import ckit
 
 WORKDIR = "/srv/contract"
@@ -197,10 +197,8 @@ def additions(config: dict[str, Any], theirs: set[str]) -> set[str]:
 @pytest.fixture(scope="module")
 def folder() -> Iterator[Path]:
     """Every user may read it: ch-run runs as an ordinary user."""
-    path = Path(tempfile.mkdtemp(prefix="ckit-enroot-contract-", dir="/tmp"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    with readable_folder("ckit-enroot-contract-") as path:
+        yield path
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ and ``.sif`` by ``ckit convert``; the code folder's ``main.sh`` says which edit 
 from __future__ import annotations
 
 import json
-import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.infra.containers import remove_images
+from tests.integration.folders import readable_folder
 from tests.integration.registry_helpers import ckit, unique_repo
 from tests.integration.singularity_helpers import SITE_ARGS, site_for_this_machine
 
@@ -28,10 +28,8 @@ MAIN = 'echo "CODE {version} on $(hostname) from $CKIT_CODE digest $CKIT_CODE_DI
 @pytest.fixture(scope="module")
 def folder() -> Iterator[Path]:
     """Readable by every user and on the file system both nodes see (ch-run and singularity read it)."""
-    path = Path(tempfile.mkdtemp(prefix="ckit-code-", dir="/tmp"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    with readable_folder("ckit-code-") as path:
+        yield path
 
 
 @pytest.fixture(scope="module")
