@@ -6,6 +6,7 @@ makes it *skipped*; only a job that ran and showed what the check asserts makes 
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,7 +83,7 @@ class Context:
         return replace(self.site, runtimes=(own, *(r for r in self.site.runtimes if r.kind != kind)))
 
 
-class Check:
+class Check(abc.ABC):
     name = ""
     summary = ""
     order = 50
@@ -116,8 +117,9 @@ class Check:
     def result(self, status: str, detail: str, site: Site | None = None) -> CheckResult:
         return CheckResult(self.name, status, detail, self.fact(site) if site and status == "passed" else None)
 
+    @abc.abstractmethod
     def run(self, ctx: Context) -> CheckResult:
-        raise NotImplementedError
+        """Submit the check's job(s) and judge what they printed."""
 
 
 def _multi_node(site: Site) -> bool:
