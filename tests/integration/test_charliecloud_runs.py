@@ -91,9 +91,10 @@ def test_the_sqsh_carries_what_ch_run_needs_next_to_enroots_files(minimal):
         "GREETING=hello 'world' $HOME\nPATH=/bin\nPLAIN=image\nQUOTED=''kept''\n"
 
 
-def _job(folder: Path, image: Path, data: Path, *extra: str, user: str | None = None) -> tuple[str, str]:
+def _job(folder: Path, image: Path, data: Path, *extra: str, user: str | None = None,
+         home: str | None = None) -> tuple[str, str]:
     """Write a job with ckit launch in ``folder`` and submit it (as ``user``: sbatch --export=NONE by that user,
-    else as root with neither USER nor HOME in the submit environment)."""
+    else as root with neither USER nor HOME in the submit environment, or with ``home`` as HOME)."""
     argv = ["launch", "--site", "local", "-p", "multi", "-N", "2", "-J", "cc", "--runtime", "charliecloud",
             "--image", str(image), "--env", literal("PLAIN=from --env $(id) \"q\""), "--mount", f"{data}:/mnt/0",
             *extra, "--no-submit", "--", "/bin/sh", "-c", literal(f"{REPORT}; cat /mnt/0/in; touch /mnt/0/out-$(id -u)"),
@@ -104,13 +105,14 @@ def _job(folder: Path, image: Path, data: Path, *extra: str, user: str | None = 
         if user:
             submit = ["runuser", "-u", user, "--", "sbatch", "--export=NONE", "--parsable", "cc.sbatch"]
         else:
-            submit = ["env", "-u", "USER", "-u", "HOME", "sbatch", "--parsable", "cc.sbatch"]
+            submit = ["env", "-u", "USER", *([f"HOME={home}"] if home else ["-u", "HOME"]), "sbatch", "--parsable",
+                      "cc.sbatch"]
         job = run(submit, timeout=60).stdout.strip().split(";")[0]
     assert wait_for(job, poll=0.5) == 0, (folder / f"cc-{job}.out").read_text()
     return job, (folder / f"cc-{job}.out").read_text()
 
 
-@pytest.mark.parametrize("who", ["root", "user"])
+@pytest.mark.parametrize("who", ["root", "user", "root-home-not-here"])
 def test_a_job_sees_env_workdir_binds_and_arguments(slurm, minimal, charliecloud, tmp_path, who):
     entry = charliecloud.user
     folder = Path(tempfile.mkdtemp(prefix="ckit-job-", dir="/tmp")) if who == "user" else tmp_path
@@ -123,8 +125,14 @@ def test_a_job_sees_env_workdir_binds_and_arguments(slurm, minimal, charliecloud
     user, uid = (entry.pw_name, entry.pw_uid) if who == "user" else ("root", 0)
     try:
         # root: the submit folder; the user: --workdir, the image's WorkingDir
+        # a submit shell's HOME that is not there on the nodes (not mounted): ch-run --home would stop at once
         job, text = _job(folder, minimal, data, *(["--workdir", WORKDIR] if who == "user" else []),
-                         user=user if who == "user" else None)
+                         user=user if who == "user" else None,
+                         home="/home/not-mounted" if who == "root-home-not-here" else None)
+        if who == "root-home-not-here":
+            said = "ckit: HOME=/home/not-mounted is not a folder on "
+            assert [line for line in text.splitlines() if said in line], text
+            text = "".join(line for line in text.splitlines(keepends=True) if said not in line)
         where = WORKDIR if who == "user" else str(folder)
         line = (f"pwd={where} G=[hello 'world' $HOME] Q=['kept'] P=[from --env $(id) \"q\"] U=[{user}] id={uid}\n"
                 "arg[$(touch pwned)]\narg[it's]\narg[a  b]\nbound\n")

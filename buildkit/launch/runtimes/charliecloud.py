@@ -9,7 +9,7 @@ What ch-run (0.31, Debian 12) does not do by itself, ckit's job does:
 * the working directory: ``--cd`` the submit folder (``--workdir`` changes it), bound at its own path;
 * ``USER``: ch-run refuses to start without it, and a submit environment may lack it (a batch job has
   ``SLURM_JOB_USER``; the ``salloc`` of ``ckit shell`` not even that); ``--home`` binds ``$HOME`` at
-  ``/home/$USER``, so a submit folder in the home is reachable;
+  ``/home/$USER``, so a submit folder in the home is reachable, when ``$HOME`` is a folder where the job runs;
 * several tasks per node share one container (``--join``): Open MPI's single-copy shared memory (CMA) does not
   work between user namespaces. The join tag is the job's own (its id and a random number, drawn once by the
   batch script, so every task of the job has the same): ch-run's default is the step number, so a semaphore a
@@ -37,6 +37,13 @@ SETUP = (
     "# ch-run refuses to start without USER, and --home needs HOME; a bare submit environment may lack both",
     'export USER="${USER:-${SLURM_JOB_USER:-$(id -un)}}"',
     'export HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d : -f 6)}"',
+)
+
+# --home binds $HOME at /home/$USER; ch-run stops at once ("can't bind: source not found") when $HOME is not a
+# folder here, as when the submit shell's HOME is not mounted on the nodes: the job runs without it then, and says so
+HOME = (
+    'if [ -d "$HOME" ]; then ckit_ch_run+=(--home); '
+    'else echo "ckit: HOME=$HOME is not a folder on $(hostname): ch-run runs without --home" >&2; fi',
 )
 
 
@@ -74,11 +81,11 @@ class Charliecloud(RuntimeBackend):
         words = [q(plan.runtime.command or "ch-run"), *(q(f) for f in plan.runtime.flags)]
         if plan.tasks_per_node > 1:  # one container per node: MPI's shared memory (CMA) needs one user namespace
             words += ["--join", '--join-tag="ckit-${SLURM_JOB_ID}-${RANDOM}${RANDOM}"']
-        words += ["--home", "--cd", workdir_word(plan), "-b", SUBMIT_MOUNT]
+        words += ["--cd", workdir_word(plan), "-b", SUBMIT_MOUNT]
         for bind in _binds(plan):
             words += ["-b", bind]
         return (*SETUP, "# ch-run in each task: the submit folder (bound) to start in, the image's ENV as written "
-                        "(/ch/environment)", f"ckit_ch_run=({' '.join(words)} --env-no-expand --set-env)")
+                        "(/ch/environment)", f"ckit_ch_run=({' '.join(words)} --env-no-expand --set-env)", *HOME)
 
     def task_words(self, plan: LaunchPlan, exports: Sequence[str], tty: bool = False) -> list[str]:
         # the job's own variables over the image's (single quotes: ch-run strips one pair)
