@@ -57,6 +57,14 @@ def test_job_logs_are_read_by_their_marked_lines() -> None:
     assert run.marked() == {"rank": ["1", "0"], "pwd": ["/a=b"]}
 
 
+def test_a_runtime_that_fails_is_reported_in_its_own_words() -> None:
+    ctx = _context(Probe(host="n1", programs={"ch-run": "/usr/bin/ch-run"}))
+    log = ("ch-run[7]: error: can't bind: source not found: /home/u (ch_core.c:104)\n"
+           "srun: error: n1: task 1: Exited with exit code 1\n")
+    said = REGISTRY.get("charliecloud-runs", "--check").judge(ctx, JobRun(1, log, "648"))  # type: ignore[attr-defined]
+    assert said.status == "failed" and said.detail.startswith("job 648 exit 1: ch-run[7]: error: can't bind")
+
+
 def test_the_driver_must_run_the_images_cuda() -> None:
     assert driver_ok("535.104.05", "12.2") is True and driver_ok("470.82.01", "12.0") is False
     assert driver_ok("535.104.05", None) is None
