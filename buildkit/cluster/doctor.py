@@ -188,6 +188,7 @@ def save(site: Site, report: DoctorReport) -> str | None:
     import yaml
 
     from ..config.searchpath import builtin_dir
+    from ..config.yamlfile import with_top_level
     from ..fs.files import atomic_write
     from ..site.load import load_site_file
 
@@ -199,18 +200,22 @@ def save(site: Site, report: DoctorReport) -> str | None:
         return None
     text = site.path.read_text()
     data = yaml.safe_load(text)
-    facts = data.setdefault("facts", {})
+    facts = dict(data.get("facts") or {})
     for result in report.results:
         if result.status == "passed" and result.fact:
             old = facts.get(result.fact, {})
             facts[result.fact] = {"tag": "verified", "source": f"ckit doctor {report.date}: {result.name} passed "
                                   f"on {report.node}", **({"note": old["note"]} if old.get("note") else {})}
-    data["doctor"] = {"date": report.date, "node": report.node,
-                      "checks": {r.name: r.status for r in report.results}}
-    lines = text.splitlines()
-    head = "".join(line + "\n" for line in lines[:next((i for i, x in enumerate(lines) if not x.startswith("#")),
-                                                        len(lines))])
-    new = head + yaml.safe_dump(data, sort_keys=False, width=110)
+    blocks = {**({"facts": facts} if facts else {}),
+              "doctor": {"date": report.date, "node": report.node, "checks": {r.name: r.status for r in report.results}}}
+    data.update(blocks)
+    # the blocks doctor owns are written anew; the rest of the profile keeps its author's lines and comments
+    new = with_top_level(text, site.path, blocks)
+    if yaml.safe_load(new) != data:  # a profile in flow style: the whole document, under its header comment
+        lines = text.splitlines()
+        head = "".join(line + "\n" for line in lines[:next((i for i, x in enumerate(lines) if not x.startswith("#")),
+                                                            len(lines))])
+        new = head + yaml.safe_dump(data, sort_keys=False, width=110)
 
     with tempfile.TemporaryDirectory() as tmp:
         trial = Path(tmp) / site.path.name

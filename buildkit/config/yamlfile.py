@@ -212,3 +212,22 @@ def validate(doc: Document, schema: dict[str, Any], *, kind: str) -> None:
         error = jsonschema.exceptions.best_match(error.context)
     keypath, message, hint = _describe(error)
     raise doc.error(keypath, f"invalid {kind}: {message}", hint=hint)
+
+
+def with_top_level(text: str, path: Path, blocks: dict[str, Any]) -> str:
+    """``text`` with each top-level key of ``blocks`` written anew, in its place or appended; every other line stays
+    as its author wrote it, comments included (a dump of the whole document would drop them). The caller checks
+    the result reads back as meant: a document in flow style (``{a: 1, b: 2}``) has no lines to replace."""
+    for key, value in blocks.items():
+        lines = text.splitlines(keepends=True)
+        at = parse(text, path).lines
+        dumped = yaml.safe_dump({key: value}, sort_keys=False, width=110)
+        if (key,) not in at:
+            text = "".join(lines) + ("\n" if lines and not lines[-1].endswith("\n") else "") + dumped
+            continue
+        start = at[(key,)] - 1
+        end = min((at[k] - 1 for k in at if len(k) == 1 and at[k] - 1 > start), default=len(lines))
+        while end > start + 1 and (not lines[end - 1].strip() or lines[end - 1].startswith("#")):
+            end -= 1  # the blank lines and comments above the next key are that key's
+        text = "".join(lines[:start]) + dumped + "".join(lines[end:])
+    return text

@@ -85,6 +85,27 @@ def test_the_passes_go_back_to_the_profile_with_the_date(tmp_path: Path) -> None
     assert path.read_text().startswith("# This machine's own test Slurm")  # the header comment kept
 
 
+def test_the_profiles_own_lines_and_comments_stay(tmp_path: Path) -> None:
+    """Only the blocks doctor owns (facts, doctor) are written anew, in their place: a second run replaces them."""
+    path = tmp_path / "local.yaml"
+    text = (SITES / "local.yaml").read_text()
+    path.write_text(text.replace("\nscheduler:", "\n# our queue: ask the admins before changing\nscheduler:", 1)
+                    + "doctor: {date: '2025-01-01', node: old, checks: {}}  # from last year\n\n# the end\n")
+    for day in ("2026-01-02", "2026-01-03"):
+        report = doctor.DoctorReport("local", day, "n1", str(tmp_path), [
+            CheckResult("two-nodes", "passed", "n1, n2", "partitions.multi")])
+        assert doctor.save(load_site_file(path), report) == str(path)
+    saved = path.read_text()
+    assert "# our queue: ask the admins before changing\nscheduler:" in saved and saved.endswith("\n# the end\n")
+    assert saved.count("\ndoctor:") == 1 and "2025-01-01" not in saved and "from last year" not in saved
+    again = load_site_file(path)
+    assert again.doctor_date == "2026-01-03" and dict(again.doctor) == {"two-nodes": "passed"}
+    fact = again.fact("partitions.multi")
+    assert fact is not None and fact.source == "ckit doctor 2026-01-03: two-nodes passed on n1"
+    comments = [line for line in text.splitlines() if line.lstrip().startswith("#")]
+    assert [line for line in comments if line not in saved] == []
+
+
 def test_a_built_in_profile_is_never_rewritten() -> None:
     """ckit's own profiles are the package's (writable for root on an editable install): doctor leaves them."""
     site = load_site_file(SITES / "local.yaml")
