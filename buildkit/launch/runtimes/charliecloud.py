@@ -41,7 +41,7 @@ SETUP = (
 
 # --home binds $HOME at /home/$USER; ch-run stops at once ("can't bind: source not found") when $HOME is not a
 # folder here, as when the submit shell's HOME is not mounted on the nodes: the job runs without it then, and says so
-HOME = (
+HOME_IF_THERE = (
     'if [ -d "$HOME" ]; then ckit_ch_run+=(--home); '
     'else echo "ckit: HOME=$HOME is not a folder on $(hostname): ch-run runs without --home" >&2; fi',
 )
@@ -85,7 +85,7 @@ class Charliecloud(RuntimeBackend):
         for bind in _binds(plan):
             words += ["-b", bind]
         return (*SETUP, "# ch-run in each task: the submit folder (bound) to start in, the image's ENV as written "
-                        "(/ch/environment)", f"ckit_ch_run=({' '.join(words)} --env-no-expand --set-env)", *HOME)
+                        "(/ch/environment)", f"ckit_ch_run=({' '.join(words)} --env-no-expand --set-env)", *HOME_IF_THERE)
 
     def task_words(self, plan: LaunchPlan, exports: Sequence[str], tty: bool = False) -> list[str]:
         # the job's own variables over the image's (single quotes: ch-run strips one pair)
