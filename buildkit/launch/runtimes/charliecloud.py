@@ -85,7 +85,8 @@ class Charliecloud(RuntimeBackend):
         for bind in _binds(plan):
             words += ["-b", bind]
         return (*SETUP, "# ch-run in each task: the submit folder (bound) to start in, the image's ENV as written "
-                        "(/ch/environment)", f"ckit_ch_run=({' '.join(words)} --env-no-expand --set-env)", *HOME_IF_THERE)
+                        "(/ch/environment)", f"ckit_ch_run=({' '.join(words)} --env-no-expand --set-env)",
+                *HOME_IF_THERE)
 
     def task_words(self, plan: LaunchPlan, exports: Sequence[str], tty: bool = False) -> list[str]:
         # the job's own variables over the image's (single quotes: ch-run strips one pair)
