@@ -74,7 +74,8 @@ def program(plan: LaunchPlan, exports: Sequence[str], argv: Sequence[str], task_
     prelude = env_prelude(plan)  # the --env values that name variables, before the framework's own per-task lines
     if task_script is not None or prelude:
         inner = ["sh", "-c", q(prelude + (task_script or 'exec "$@"')), TASK_ARGV0, *inner]
-    return [*runtime_of(plan).task_words(plan, exports, tty), *inner]
+    runtime = runtime_of(plan)
+    return [*runtime.task_words(plan, exports, tty), *(inner if tty else runtime.around_task(plan, inner))]
 
 
 def srun(plan: LaunchPlan, exports: Sequence[str], argv: Sequence[str], *, task_script: str | None = None,

@@ -36,7 +36,8 @@ def _minimal_layout(path: Path) -> str:
     """busybox with a few applet links, nothing else; the config as ``docker build`` would write it."""
     busybox = H.entry("bin/busybox", "file", Path("/bin/busybox").read_bytes())
     busybox[0].mode = 0o755
-    links = [H.entry(f"bin/{a}", "symlink", target="busybox") for a in ("sh", "echo", "id", "pwd", "cat", "touch")]
+    links = [H.entry(f"bin/{a}", "symlink", target="busybox")
+             for a in ("sh", "echo", "id", "pwd", "cat", "touch", "sleep", "rm")]
     layer = H.tar_bytes([H.entry("bin", "dir"), busybox, *links])
     ref = H.oci_layout(path, [layer])
     config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers",
@@ -142,3 +143,29 @@ def test_a_job_sees_env_workdir_binds_and_arguments(slurm, minimal, charliecloud
     finally:
         if who == "user":
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_tasks_sharing_a_container_outlive_the_first_ones_command(slurm, minimal, charliecloud, tmp_path):
+    """Two tasks on a node share one container (ch-run --join), whose image lives as long as the first task's
+    command (ch-run's SquashFUSE server is its parent). One task's command ends at once, the other's reads the image
+    a second later; which of the two made the container is chance, so four jobs swap the roles (on two nodes,
+    whose tasks count each other only: the test nodes share one /tmp, as some clusters' do). Before ckit held
+    every command until the node's last one ended, the late task died ("join: no PID …", or SIGBUS reading the
+    image) whenever the quick one had made the container."""
+    late = ('if [ "$SLURM_LOCALID" = "$CKIT_QUICK" ]; then echo quick; else sleep 1; '
+            'cat /ch/environment >/dev/null && echo late-read-the-image; fi')
+    jobs = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tmp_path)
+        for quick in (0, 1, 0, 1):
+            assert main(["launch", "--site", "local", "-p", "multi", "-N", "2", "--tasks-per-node", "2", "-J",
+                         f"hold{quick}", "-t", "2", "--runtime", "charliecloud", "--image", str(minimal), "--env",
+                         f"CKIT_QUICK={quick}", "--script", f"hold{len(jobs)}.sbatch", "--no-submit", "--",
+                         "sh", "-c", literal(late)]) == 0
+            job = run(["sbatch", "--parsable", f"hold{len(jobs)}.sbatch"], timeout=60).stdout.strip()
+            jobs.append((job, tmp_path / f"hold{quick}-{job}.out"))
+    for job, log in jobs:
+        rc = wait_for(job, poll=0.5)
+        text = log.read_text()
+        assert rc == 0 and sorted(text.split()) == ["late-read-the-image"] * 2 + ["quick"] * 2, text
+    assert not [p for job, _ in jobs for p in Path("/tmp").glob(f".ckit-join-{job}.*")]  # gone with the step

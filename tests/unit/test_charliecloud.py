@@ -99,6 +99,17 @@ def test_the_task_line_sets_env_workdir_binds_and_keeps_arguments_verbatim() -> 
         _plan(tasks_per_node=2))
 
 
+def test_tasks_that_share_a_container_wait_for_each_other() -> None:
+    """ch-run --join: the container lives as long as the first task's command, so each task's command is held until
+    all of the node's have ended (tests/integration/test_charliecloud_runs.py runs it)."""
+    step = next(line for line in render_sbatch(_plan(tasks_per_node=2)).splitlines() if line.startswith("srun "))
+    assert '"${CKIT_IMAGE}" -- sh -c \'"$@"; ckit_rc=$?; ' in step and " -ge 2 ]" in step
+    assert 'ckit_j="/tmp/.ckit-join-${SLURM_JOB_ID}.${SLURM_STEP_ID}.${SLURM_NODEID}"' in step  # one count per node
+    assert step.endswith("exit $ckit_rc' ckit-join python3 x.py '$(touch pwned)' 'it'\"'\"'s'")
+    single = next(line for line in render_sbatch(_plan()).splitlines() if line.startswith("srun "))
+    assert "ckit-join" not in single
+
+
 @pytest.mark.parametrize(("kw", "says"), [
     ({"image": "localhost/busybox:1.36"}, "runs image files, not the reference"),
     ({"image": "/x/app.sif"}, "runs .sqsh, .squashfs files"),

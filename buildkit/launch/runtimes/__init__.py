@@ -87,6 +87,10 @@ class RuntimeBackend:
         the program as it is)."""
         return None
 
+    def around_task(self, plan: LaunchPlan, inner: list[str]) -> list[str]:
+        """The words run in the container per task (shell words), wrapped as the runtime needs them to live."""
+        return inner
+
 
 def mount_words(plan: LaunchPlan) -> list[str]:
     """Site mounts may name $USER/$HOME (expanded in the job); the user's --mount values stay verbatim."""

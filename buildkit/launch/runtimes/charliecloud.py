@@ -14,7 +14,8 @@ What ch-run (0.31, Debian 12) does not do by itself, ckit's job does:
   work between user namespaces. The join tag is the job's own (its id and a random number, drawn once by the
   batch script, so every task of the job has the same): ch-run's default is the step number, so a semaphore a
   killed step left in a node's ``/dev/shm`` (``sem.ch-run_sem-0``) made every later job's step 0 on that node wait
-  for a join lock until it failed.
+  for a join lock until it failed. Such a container lives only as long as its first task's command: every command
+  is held until the node's last one has ended (``JOIN_HOLD``);
 
 A SquashFS image is read-only and ch-run 0.31 cannot create mount points in it: every bind destination must
 exist in the image. ch-run shares the host's ``/tmp``; ckit's ``.sqsh`` carries ``/home`` and ``/mnt/0`` …
@@ -44,6 +45,21 @@ SETUP = (
 HOME_IF_THERE = (
     'if [ -d "$HOME" ]; then ckit_ch_run+=(--home); '
     'else echo "ckit: HOME=$HOME is not a folder on $(hostname): ch-run runs without --home" >&2; fi',
+)
+
+# Tasks that share one container (--join) live as long as the first one's command: ch-run's SquashFUSE server is
+# that task's parent, so when its command ends the image is gone for the others (a peer still starting fails "join:
+# no PID …", one still running dies of SIGBUS reading the image). So no task's command ends its container before
+# every command of the node's step has ended: each marks its end in the container's /tmp (shared by the peers, as
+# they share the mount namespace; named by job, step and node, as nodes may share a /tmp) and waits for all; the
+# last to see all leave removes the marks.
+JOIN_HOLD = (
+    '"$@"; ckit_rc=$?; ckit_j="/tmp/.ckit-join-${{SLURM_JOB_ID}}.${{SLURM_STEP_ID}}.${{SLURM_NODEID}}"; '
+    ': > "$ckit_j.in.${{SLURM_LOCALID}}"; '
+    'until [ "$(set -- "$ckit_j".in.*; echo $#)" -ge {n} ]; do sleep 0.2 2>/dev/null || sleep 1 2>/dev/null || :; done; '
+    ': > "$ckit_j.out.${{SLURM_LOCALID}}"; '
+    'if [ "$(set -- "$ckit_j".out.*; echo $#)" -ge {n} ]; then rm -f "$ckit_j".in.* "$ckit_j".out.*; fi; '
+    'exit $ckit_rc'
 )
 
 
@@ -87,6 +103,11 @@ class Charliecloud(RuntimeBackend):
         return (*SETUP, "# ch-run in each task: the submit folder (bound) to start in, the image's ENV as written "
                         "(/ch/environment)", f"ckit_ch_run=({' '.join(words)} --env-no-expand --set-env)",
                 *HOME_IF_THERE)
+
+    def around_task(self, plan: LaunchPlan, inner: list[str]) -> list[str]:
+        if plan.tasks_per_node < 2:
+            return inner
+        return ["sh", "-c", q(JOIN_HOLD.format(n=plan.tasks_per_node)), "ckit-join", *inner]
 
     def task_words(self, plan: LaunchPlan, exports: Sequence[str], tty: bool = False) -> list[str]:
         # the job's own variables over the image's (single quotes: ch-run strips one pair)
