@@ -15,7 +15,7 @@ What ch-run (0.31, Debian 12) does not do by itself, ckit's job does:
   batch script, so every task of the job has the same): ch-run's default is the step number, so a semaphore a
   killed step left in a node's ``/dev/shm`` (``sem.ch-run_sem-0``) made every later job's step 0 on that node wait
   for a join lock until it failed. Such a container lives only as long as its first task's command: every command
-  is held until the node's last one has ended (``JOIN_HOLD``);
+  is held until the node's last one has ended (``JOIN_HOLD``).
 
 A SquashFS image is read-only and ch-run 0.31 cannot create mount points in it: every bind destination must
 exist in the image. ch-run shares the host's ``/tmp``; ckit's ``.sqsh`` carries ``/home`` and ``/mnt/0`` …
@@ -56,7 +56,8 @@ HOME_IF_THERE = (
 JOIN_HOLD = (
     '"$@"; ckit_rc=$?; ckit_j="/tmp/.ckit-join-${{SLURM_JOB_ID}}.${{SLURM_STEP_ID}}.${{SLURM_NODEID}}"; '
     ': > "$ckit_j.in.${{SLURM_LOCALID}}"; '
-    'until [ "$(set -- "$ckit_j".in.*; echo $#)" -ge {n} ]; do sleep 0.2 2>/dev/null || sleep 1 2>/dev/null || :; done; '
+    'until [ "$(set -- "$ckit_j".in.*; echo $#)" -ge {n} ]; do '
+    'sleep 0.2 2>/dev/null || sleep 1 2>/dev/null || :; done; '
     ': > "$ckit_j.out.${{SLURM_LOCALID}}"; '
     'if [ "$(set -- "$ckit_j".out.*; echo $#)" -ge {n} ]; then rm -f "$ckit_j".in.* "$ckit_j".out.*; fi; '
     'exit $ckit_rc'
