@@ -13,7 +13,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
+
+if TYPE_CHECKING:
+    import pytest
 
 MANIFEST = re.compile(r"^/v2/(?P<repo>.+)/manifests/(?P<ref>[^/]+)$")
 BLOB = re.compile(r"^/v2/(?P<repo>.+)/blobs/(?P<digest>sha256:[0-9a-f]{64})$")
@@ -139,3 +144,17 @@ def serving() -> Iterator[tuple[str, State]]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def serving_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **env: str) -> Iterator[tuple[str, State]]:
+    """``serving()`` for one test whose ckit sees nothing of the machine's: its cache and Docker config in
+    ``tmp_path``, no registry credentials or plain-HTTP list from the environment, and ``env`` set."""
+    monkeypatch.setenv("CKIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "no-docker-config"))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    for name in ("CKIT_REGISTRY_USER", "CKIT_REGISTRY_PASSWORD", "CKIT_PLAIN"):
+        monkeypatch.delenv(name, raising=False)
+    with serving() as served:
+        yield served

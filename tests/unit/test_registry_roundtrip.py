@@ -23,19 +23,14 @@ from buildkit.registry.push import PushOptions, push
 from buildkit.registry.source import reader
 from buildkit.storage.store import Store
 from tests.unit.fake_image import StreamedSource, docker_archive, oci_layout, sample_layers
-from tests.unit.fake_registry import State, serving
+from tests.unit.fake_registry import State, serving_alone
 
 BLOB_WRITES = r"/blobs/uploads/"
 
 
 @pytest.fixture
 def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, State]]:
-    monkeypatch.setenv("CKIT_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "no-docker-config"))
-    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
-    for name in ("CKIT_REGISTRY_USER", "CKIT_REGISTRY_PASSWORD", "CKIT_PLAIN"):
-        monkeypatch.delenv(name, raising=False)
-    with serving() as served:
+    with serving_alone(tmp_path, monkeypatch, SOURCE_DATE_EPOCH="1700000000") as served:
         yield served
 
 
